@@ -1,0 +1,124 @@
+/**
+ * Every error code of the service (LMSP section 9), with its HTTP status, its OpenAI-style
+ * error type and a default message. `docs/errors.md` documents each one; a test checks that the
+ * two agree.
+ */
+
+export interface ErrorDefinition {
+  status: number;
+  type: string;
+  message: string;
+  /** 409s that a retry cannot fix carry `x-should-retry: false` (LMSP section 2). */
+  retryable?: boolean;
+}
+
+export const ERROR_CODES = {
+  invalid_request: { status: 400, type: 'invalid_request_error', message: 'The request is not valid.' },
+  invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
+  invalid_idempotency_key: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.',
+  },
+  invalid_model_file: { status: 400, type: 'invalid_request_error', message: 'The file is not a usable GGUF model.' },
+  context_length_exceeded: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The input and max_output_tokens do not fit in the model context.',
+  },
+  invalid_token: { status: 401, type: 'authentication_error', message: 'Missing, unknown or revoked token.' },
+  invalid_pairing_code: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'The pairing code is wrong, already used or expired.',
+  },
+  insufficient_scope: { status: 403, type: 'permission_error', message: 'The token lacks the scope this needs.' },
+  not_found: { status: 404, type: 'not_found_error', message: 'Not found.' },
+  model_not_found: { status: 404, type: 'not_found_error', message: 'The model is not registered.' },
+  task_not_cancellable: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The task has already finished and cannot be cancelled.',
+    retryable: false,
+  },
+  response_not_finished: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The response has not finished yet.',
+    retryable: false,
+  },
+  model_in_use: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'An unfinished task uses this model.',
+    retryable: false,
+  },
+  idempotency_key_in_flight: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'A request with this Idempotency-Key is still being processed.',
+  },
+  request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
+  unsupported_media_type: {
+    status: 415,
+    type: 'invalid_request_error',
+    message: 'Request bodies must be application/json.',
+  },
+  idempotency_key_reused: {
+    status: 422,
+    type: 'unprocessable_entity_error',
+    message: 'This Idempotency-Key was used with a different request.',
+  },
+  rate_limited: { status: 429, type: 'rate_limit_error', message: 'Too many attempts; try again later.' },
+  internal_error: { status: 500, type: 'server_error', message: 'The service failed unexpectedly.' },
+  storage_unavailable: {
+    status: 503,
+    type: 'server_error',
+    message: 'The database cannot be written (disk full, read-only or locked); the request did nothing.',
+  },
+} as const satisfies Record<string, ErrorDefinition>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Codes a task can fail with (LMSP section 9); they appear in `error.code` of tasks and responses. */
+export const TASK_ERROR_CODES = [
+  'server_restarted',
+  'model_not_found',
+  'model_load_failed',
+  'model_digest_mismatch',
+  'context_length_exceeded',
+  'engine_error',
+] as const;
+export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
+
+export interface ErrorBody {
+  error: { type: string; code: string; message: string; param: string | null };
+}
+
+/** An error meant for the client: it carries a documented code and becomes an HTTP answer. */
+export class ServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message?: string, options: { param?: string | null; headers?: Record<string, string>; cause?: unknown } = {}) {
+    super(message ?? ERROR_CODES[code].message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ServiceError';
+    this.code = code;
+    this.param = options.param ?? null;
+    this.headers = options.headers ?? {};
+  }
+
+  get status(): number {
+    return ERROR_CODES[this.code].status;
+  }
+
+  toBody(): ErrorBody {
+    return { error: { type: ERROR_CODES[this.code].type, code: this.code, message: this.message, param: this.param } };
+  }
+}
+
+/** Shorthand for the most common client error: a field with a wrong type or value. */
+export function invalidRequest(param: string | null, message: string): ServiceError {
+  return new ServiceError('invalid_request', message, { param });
+}

@@ -1,0 +1,238 @@
+/**
+ * Every setting of the service in one place: its flag, its `LMSP_*` variable, whether it may be
+ * stored in `service_config`, its default and its parser.
+ *
+ * Precedence (LMSP section 2): command-line flag > environment variable > stored value > default.
+ */
+import { availableParallelism, homedir, hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { formatDuration, parseDuration } from './time.js';
+
+export interface DebugDelays {
+  /** Each model load takes at least this long. */
+  loadDelayMs: number;
+  /** Each generated token takes at least this long. */
+  tokenDelayMs: number;
+  /** A worker waits this long before acting on a cancel. */
+  cancelDelayMs: number;
+}
+
+export interface ServiceConfig {
+  host: string;
+  port: number;
+  dataDir: string;
+  modelsDir: string;
+  name: string;
+  retentionMs: number;
+  sweepIntervalMs: number;
+  parallel: number;
+  keepAliveMs: number;
+  maxLoadedModels: number;
+  maxRestarts: number;
+  idempotencyTtlMs: number;
+  bodyLimitBytes: number;
+  threads: number;
+  gpu: 'auto' | 'cpu' | 'cuda' | 'vulkan' | 'metal';
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  debug: DebugDelays;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Parsed = string | number;
+
+export interface OptionDefinition {
+  key: Exclude<keyof ServiceConfig, 'debug' | 'dataDir'>;
+  flag: string;
+  env: string;
+  description: string;
+  /** The default as a user would write it; null when it depends on other settings. */
+  defaultText: string;
+  parse: (text: string) => Parsed;
+}
+
+function durationParser(what: string, allowForever = false) {
+  return (text: string) => {
+    const value = parseDuration(text, { allowForever });
+    if (value === null) {
+      throw new Error(`expected a ${what} like 500ms, 30s, 10m, 12h or 7d${allowForever ? ", or 'forever'" : ''}`);
+    }
+    return value;
+  };
+}
+
+function integerParser(min: number, max: number) {
+  return (text: string) => {
+    if (!/^\d+$/.test(text.trim())) throw new Error(`expected an integer from ${min} to ${max}`);
+    const value = Number(text);
+    if (value < min || value > max) throw new Error(`expected an integer from ${min} to ${max}`);
+    return value;
+  };
+}
+
+function choiceParser(choices: readonly string[]) {
+  return (text: string) => {
+    if (!choices.includes(text)) throw new Error(`expected one of ${choices.join(', ')}`);
+    return text;
+  };
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, kb: 1000, kib: 1024, mb: 1e6, mib: 1024 ** 2, gb: 1e9, gib: 1024 ** 3 };
+
+function sizeParser(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
+  const unit = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
+  if (!match || unit === undefined) throw new Error('expected a size like 1048576, 512KiB or 1MiB');
+  return Math.round(Number(match[1]) * unit);
+}
+
+/** Automatic thread count: on small machines one decode thread is far faster than several
+ * (measured 20-400x on 2 cores, where other threads contend with the service itself). */
+export function defaultThreads(): number {
+  const cores = availableParallelism();
+  return cores <= 4 ? 1 : Math.floor(cores / 2);
+}
+
+export const OPTIONS: readonly OptionDefinition[] = [
+  { key: 'host', flag: '--host', env: 'LMSP_HOST', defaultText: '127.0.0.1',
+    description: 'address to listen on (loopback unless you mean otherwise)', parse: (t) => t },
+  { key: 'port', flag: '--port', env: 'LMSP_PORT', defaultText: '5677',
+    description: 'TCP port (0 picks a free one)', parse: integerParser(0, 65535) },
+  { key: 'modelsDir', flag: '--models-dir', env: 'LMSP_MODELS_DIR', defaultText: '<data-dir>/models',
+    description: 'folder that POST /v1/models may register files from', parse: (t) => resolve(t) },
+  { key: 'name', flag: '--name', env: 'LMSP_NAME', defaultText: '<host name>',
+    description: 'service name shown by GET /v1/service', parse: (t) => t },
+  { key: 'retentionMs', flag: '--retention', env: 'LMSP_RETENTION', defaultText: '7d',
+    description: "how long finished tasks are kept ('forever' keeps everything)", parse: durationParser('duration', true) },
+  { key: 'sweepIntervalMs', flag: '--sweep-interval', env: 'LMSP_SWEEP_INTERVAL', defaultText: '10m',
+    description: 'period of the retention sweeper', parse: durationParser('duration') },
+  { key: 'parallel', flag: '--parallel', env: 'LMSP_PARALLEL', defaultText: '1',
+    description: 'tasks generated at the same time', parse: integerParser(1, 64) },
+  { key: 'keepAliveMs', flag: '--keep-alive', env: 'LMSP_KEEP_ALIVE', defaultText: '5m',
+    description: 'how long a model stays loaded after its last use', parse: durationParser('duration', true) },
+  { key: 'maxLoadedModels', flag: '--max-loaded-models', env: 'LMSP_MAX_LOADED_MODELS', defaultText: '1',
+    description: 'models loaded at the same time', parse: integerParser(1, 64) },
+  { key: 'maxRestarts', flag: '--max-restarts', env: 'LMSP_MAX_RESTARTS', defaultText: '3',
+    description: 'restarts a running task survives before it fails with server_restarted', parse: integerParser(0, 1000) },
+  { key: 'idempotencyTtlMs', flag: '--idempotency-ttl', env: 'LMSP_IDEMPOTENCY_TTL', defaultText: '24h',
+    description: 'how long Idempotency-Key results are kept', parse: durationParser('duration') },
+  { key: 'bodyLimitBytes', flag: '--body-limit', env: 'LMSP_BODY_LIMIT', defaultText: '1MiB',
+    description: 'largest accepted request body', parse: sizeParser },
+  { key: 'threads', flag: '--threads', env: 'LMSP_THREADS', defaultText: 'auto',
+    description: 'CPU threads per generation (auto: 1 on machines of up to 4 cores, else half the cores)',
+    parse: (t) => (t === 'auto' ? 0 : integerParser(1, 1024)(t)) },
+  { key: 'gpu', flag: '--gpu', env: 'LMSP_GPU', defaultText: 'auto',
+    description: 'llama.cpp backend: auto (a GPU build where the machine has one), cpu, cuda, vulkan or metal',
+    parse: choiceParser(['auto', 'cpu', 'cuda', 'vulkan', 'metal']) },
+  { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',
+    description: 'log level', parse: choiceParser(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
+];
+
+export const DEBUG_VARIABLES = {
+  loadDelayMs: 'LMSP_DEBUG_LOAD_DELAY_MS',
+  tokenDelayMs: 'LMSP_DEBUG_TOKEN_DELAY_MS',
+  cancelDelayMs: 'LMSP_DEBUG_CANCEL_DELAY_MS',
+} as const satisfies Record<keyof DebugDelays, string>;
+
+export const DATA_DIR_FLAG = '--data-dir';
+export const DATA_DIR_ENV = 'LMSP_DATA_DIR';
+/** Prefix of the keys under which settings are stored in `service_config`. */
+export const STORED_CONFIG_PREFIX = 'config.';
+
+/** The data directory: flag > LMSP_DATA_DIR > $XDG_DATA_HOME/lmsp > ~/.local/share/lmsp (section 12). */
+export function resolveDataDir(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (flag) return resolve(flag);
+  if (env[DATA_DIR_ENV]) return resolve(env[DATA_DIR_ENV]);
+  if (env.XDG_DATA_HOME) return resolve(env.XDG_DATA_HOME, 'lmsp');
+  return join(homedir(), '.local', 'share', 'lmsp');
+}
+
+export function findOption(nameOrKey: string): OptionDefinition | undefined {
+  const normalized = nameOrKey.replace(/^--/, '');
+  return OPTIONS.find((option) => option.key === nameOrKey || option.flag === `--${normalized}`);
+}
+
+function parseWithSource(option: OptionDefinition, text: string, source: string): Parsed {
+  try {
+    return option.parse(text);
+  } catch (error) {
+    throw new ConfigError(`${source}: ${(error as Error).message}, got '${text}'`);
+  }
+}
+
+function debugDelay(env: NodeJS.ProcessEnv, name: string): number {
+  const text = env[name];
+  if (text === undefined || text === '') return 0;
+  if (!/^\d+$/.test(text)) throw new ConfigError(`${name}: expected a whole number of milliseconds, got '${text}'`);
+  return Number(text);
+}
+
+export interface ConfigSources {
+  /** Flag values as typed, keyed by option key. */
+  flags?: Partial<Record<OptionDefinition['key'], string>>;
+  dataDirFlag?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Values stored in service_config, keyed by option key. */
+  stored?: Partial<Record<OptionDefinition['key'], string>>;
+}
+
+export function resolveConfig(sources: ConfigSources): ServiceConfig {
+  const env = sources.env ?? process.env;
+  const dataDir = resolveDataDir(sources.dataDirFlag, env);
+  const values: Record<string, Parsed> = {};
+  for (const option of OPTIONS) {
+    const flag = sources.flags?.[option.key];
+    const fromEnv = env[option.env];
+    const stored = sources.stored?.[option.key];
+    if (flag !== undefined) values[option.key] = parseWithSource(option, flag, option.flag);
+    else if (fromEnv !== undefined && fromEnv !== '') values[option.key] = parseWithSource(option, fromEnv, option.env);
+    else if (stored !== undefined) values[option.key] = parseWithSource(option, stored, `stored ${option.flag.slice(2)}`);
+  }
+  const config: ServiceConfig = {
+    host: (values.host as string) ?? '127.0.0.1',
+    port: (values.port as number) ?? 5677,
+    dataDir,
+    modelsDir: (values.modelsDir as string) ?? join(dataDir, 'models'),
+    name: (values.name as string) ?? hostname(),
+    retentionMs: (values.retentionMs as number) ?? parseDuration('7d')!,
+    sweepIntervalMs: (values.sweepIntervalMs as number) ?? parseDuration('10m')!,
+    parallel: (values.parallel as number) ?? 1,
+    keepAliveMs: (values.keepAliveMs as number) ?? parseDuration('5m')!,
+    maxLoadedModels: (values.maxLoadedModels as number) ?? 1,
+    maxRestarts: (values.maxRestarts as number) ?? 3,
+    idempotencyTtlMs: (values.idempotencyTtlMs as number) ?? parseDuration('24h')!,
+    bodyLimitBytes: (values.bodyLimitBytes as number) ?? 1024 * 1024,
+    threads: (values.threads as number) || defaultThreads(),
+    gpu: ((values.gpu as string) ?? 'auto') as ServiceConfig['gpu'],
+    logLevel: ((values.logLevel as string) ?? 'info') as ServiceConfig['logLevel'],
+    debug: {
+      loadDelayMs: debugDelay(env, DEBUG_VARIABLES.loadDelayMs),
+      tokenDelayMs: debugDelay(env, DEBUG_VARIABLES.tokenDelayMs),
+      cancelDelayMs: debugDelay(env, DEBUG_VARIABLES.cancelDelayMs),
+    },
+  };
+  return config;
+}
+
+/** The effective settings as a user would write them, for `lmsp serve --json` and doctor. */
+export function describeConfig(config: ServiceConfig): Record<string, string | number> {
+  return {
+    host: config.host,
+    port: config.port,
+    data_dir: config.dataDir,
+    models_dir: config.modelsDir,
+    name: config.name,
+    retention: formatDuration(config.retentionMs),
+    sweep_interval: formatDuration(config.sweepIntervalMs),
+    parallel: config.parallel,
+    keep_alive: formatDuration(config.keepAliveMs),
+    max_loaded_models: config.maxLoadedModels,
+    max_restarts: config.maxRestarts,
+    idempotency_ttl: formatDuration(config.idempotencyTtlMs),
+    body_limit: config.bodyLimitBytes,
+    threads: config.threads,
+    gpu: config.gpu,
+  };
+}

@@ -1,0 +1,86 @@
+/** The `clients` table: paired clients, known by the SHA-256 of their token (LMSP section 4). */
+import type { Client, Scope } from '../auth/types.js';
+import type { Sqlite } from './db.js';
+
+export interface DbClient {
+  id: string;
+  name: string;
+  scopes: string;
+  token_hash: Buffer;
+  kind: 'paired' | 'operator';
+  created_at: number;
+  last_used_at: number | null;
+  revoked_at: number | null;
+}
+
+export function toClient(row: DbClient): Client {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: row.scopes.split(' ').filter(Boolean) as Scope[],
+    kind: row.kind,
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+export class ClientTable {
+  private readonly insertStatement;
+  private readonly byTokenStatement;
+  private readonly getStatement;
+  private readonly listStatement;
+  private readonly revokeStatement;
+  private readonly touchStatement;
+  private readonly operatorStatement;
+  private readonly replaceTokenStatement;
+
+  constructor(db: Sqlite) {
+    this.insertStatement = db.prepare(`
+      INSERT INTO clients (id, name, scopes, token_hash, kind, created_at) VALUES (?, ?, ?, ?, ?, ?)`);
+    this.byTokenStatement = db.prepare<[Buffer], DbClient>('SELECT * FROM clients WHERE token_hash = ?');
+    this.getStatement = db.prepare<[string], DbClient>('SELECT * FROM clients WHERE id = ?');
+    this.listStatement = db.prepare<[], DbClient>('SELECT * FROM clients ORDER BY created_at, id');
+    this.revokeStatement = db.prepare('UPDATE clients SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
+    this.touchStatement = db.prepare('UPDATE clients SET last_used_at = ? WHERE id = ?');
+    this.operatorStatement = db.prepare<[], DbClient>(
+      "SELECT * FROM clients WHERE kind = 'operator' AND revoked_at IS NULL ORDER BY created_at DESC LIMIT 1");
+    this.replaceTokenStatement = db.prepare('UPDATE clients SET token_hash = ? WHERE id = ?');
+  }
+
+  insert(client: Client, tokenHash: Buffer): void {
+    this.insertStatement.run(client.id, client.name, client.scopes.join(' '), tokenHash, client.kind, client.createdAt);
+  }
+
+  /** The client holding this token hash, revoked or not; the caller decides. */
+  findByTokenHash(tokenHash: Buffer): Client | null {
+    const row = this.byTokenStatement.get(tokenHash);
+    return row ? toClient(row) : null;
+  }
+
+  get(id: string): Client | null {
+    const row = this.getStatement.get(id);
+    return row ? toClient(row) : null;
+  }
+
+  list(): Client[] {
+    return this.listStatement.all().map(toClient);
+  }
+
+  revoke(id: string, at: number): boolean {
+    return this.revokeStatement.run(at, id).changes > 0;
+  }
+
+  touch(id: string, at: number): void {
+    this.touchStatement.run(at, id);
+  }
+
+  operator(): Client | null {
+    const row = this.operatorStatement.get();
+    return row ? toClient(row) : null;
+  }
+
+  replaceToken(id: string, tokenHash: Buffer): void {
+    this.replaceTokenStatement.run(tokenHash, id);
+  }
+}

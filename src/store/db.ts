@@ -1,0 +1,278 @@
+/**
+ * The database: opening it safely, migrating it, and the two ways of writing to it.
+ *
+ * - `transaction(work)`: one `BEGIN IMMEDIATE` transaction, run now (startup, CLI, sweeper).
+ * - `write(work)`: group commit. Writes that arrive in the same turn of the event loop run in one
+ *   transaction, each inside its own savepoint, and each caller is answered only after the
+ *   COMMIT. With `synchronous = FULL` a commit costs an fsync, so sharing it is what lets many
+ *   concurrent clients get durable 202s quickly, without weakening durability.
+ *
+ * LMSP 11 project decisions: WAL, `synchronous = FULL` (a 202 survives power loss, not only a
+ * crash), versioned migrations, file mode 0600, and a database that is corrupt, newer than this
+ * code or not a database at all is refused with a clear error and never overwritten.
+ */
+import BetterSqlite3 from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ServiceError } from '../api/errors.js';
+import { packagePath } from '../paths.js';
+
+export type Sqlite = BetterSqlite3.Database;
+
+export const DATABASE_FILE = 'lmsp.db';
+const BUSY_TIMEOUT_MS = 5000;
+const SQLITE_HEADER = 'SQLite format 3\u0000';
+
+/** Why the database cannot be opened; the CLI prints the message and exits non-zero. */
+export class DatabaseOpenError extends Error {
+  override name = 'DatabaseOpenError';
+  constructor(message: string, readonly exitCode: number, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** Exit codes for a database we refuse to use (EX_DATAERR and friends from sysexits.h). */
+export const EXIT_DATABASE_NOT_USABLE = 65;
+export const EXIT_DATABASE_TOO_NEW = 75;
+export const EXIT_DATABASE_UNAVAILABLE = 74;
+
+const STORAGE_ERROR_PREFIXES = ['SQLITE_FULL', 'SQLITE_READONLY', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR',
+  'SQLITE_CANTOPEN', 'SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOMEM', 'SQLITE_PERM'];
+
+/** Whether an error means the database cannot be written right now (LMSP section 9: 503). */
+export function isStorageError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && STORAGE_ERROR_PREFIXES.some((prefix) => code.startsWith(prefix));
+}
+
+export function toStorageUnavailable(error: unknown): ServiceError {
+  const code = (error as { code?: string }).code ?? 'unknown';
+  return new ServiceError('storage_unavailable', undefined, { cause: error, headers: { 'x-storage-error': code } });
+}
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export function loadMigrations(): Migration[] {
+  const folder = packagePath('src', 'store', 'migrations');
+  return readdirSync(folder)
+    .filter((file) => /^\d{4}_[a-z0-9_]+\.sql$/.test(file))
+    .sort()
+    .map((file) => ({ version: Number(file.slice(0, 4)), name: file.replace(/\.sql$/, ''), sql: readFileSync(join(folder, file), 'utf8') }));
+}
+
+/** Something to run after the transaction that scheduled it has committed (notifications). */
+export type AfterCommit = () => void;
+
+export interface WriteContext {
+  afterCommit(hook: AfterCommit): void;
+}
+
+interface PendingWrite {
+  work: (context: WriteContext) => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+export interface OpenOptions {
+  /** Create the file (and the folder) when missing; the CLI's read-only commands pass false. */
+  create?: boolean;
+  /** Run `PRAGMA quick_check` before use; on by default. */
+  check?: boolean;
+}
+
+function assertIsSqliteFile(path: string): void {
+  const size = statSync(path).size;
+  if (size === 0) return; // an empty file is a new database to SQLite
+  const header = Buffer.alloc(16);
+  const fd = openSync(path, 'r');
+  try {
+    readSync(fd, header, 0, 16, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (size < 100 || header.toString('latin1') !== SQLITE_HEADER) {
+    throw new DatabaseOpenError(
+      `${path} is not an SQLite database (its header is wrong). lmsp will not touch it: move it away or point --data-dir elsewhere.`,
+      EXIT_DATABASE_NOT_USABLE,
+    );
+  }
+}
+
+export class Database {
+  readonly sqlite: Sqlite;
+  readonly path: string;
+  private queue: PendingWrite[] = [];
+  private flushScheduled = false;
+  private readonly runBatch: BetterSqlite3.Transaction<(jobs: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>, hooks: AfterCommit[]) => void>;
+  private closed = false;
+
+  private constructor(sqlite: Sqlite, path: string) {
+    this.sqlite = sqlite;
+    this.path = path;
+    const runOne = sqlite.transaction((job: PendingWrite, hooks: AfterCommit[]) => job.work({ afterCommit: (hook) => hooks.push(hook) }));
+    this.runBatch = sqlite.transaction((jobs: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>, hooks: AfterCommit[]) => {
+      for (const job of jobs) {
+        // SQLITE_FULL, IOERR and BUSY may roll the whole transaction back by themselves; from then
+        // on statements would autocommit one by one, so stop and fail the batch instead.
+        if (!sqlite.inTransaction) throw Object.assign(new Error('transaction rolled back by SQLite'), { code: 'SQLITE_ABORT_ROLLBACK' });
+        const jobHooks: AfterCommit[] = [];
+        try {
+          outcomes.push({ ok: true, value: runOne(job, jobHooks) });
+          hooks.push(...jobHooks);
+        } catch (error) {
+          if (isStorageError(error) || !sqlite.inTransaction) throw error;
+          outcomes.push({ ok: false, value: error });
+        }
+      }
+    });
+  }
+
+  static open(dataDir: string, options: OpenOptions = {}): Database {
+    const { create = true, check = true } = options;
+    const path = join(dataDir, DATABASE_FILE);
+    if (!existsSync(path)) {
+      if (!create) throw new DatabaseOpenError(`no database at ${path}: start the service once with this data directory`, EXIT_DATABASE_UNAVAILABLE);
+      mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+      closeSync(openSync(path, 'a', 0o600));
+    } else {
+      assertIsSqliteFile(path);
+    }
+    try {
+      chmodSync(path, 0o600);
+    } catch {
+      // not our file to change; opening will tell whether we can use it
+    }
+    let sqlite: Sqlite;
+    try {
+      sqlite = new BetterSqlite3(path, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+    } catch (error) {
+      throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+    }
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      // better-sqlite3 leaves WAL at NORMAL, which can lose the last commits on power loss.
+      sqlite.pragma('synchronous = FULL');
+      sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      sqlite.pragma('foreign_keys = OFF');
+      sqlite.pragma('journal_size_limit = 67108864');
+      if (check) {
+        const result = sqlite.pragma('quick_check', { simple: true });
+        if (result !== 'ok') throw Object.assign(new Error(`quick_check: ${String(result)}`), { code: 'SQLITE_CORRUPT' });
+      }
+      const database = new Database(sqlite, path);
+      database.migrate();
+      return database;
+    } catch (error) {
+      sqlite.close();
+      if (error instanceof DatabaseOpenError) throw error;
+      const code = (error as { code?: string }).code ?? '';
+      if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
+        throw new DatabaseOpenError(
+          `${path} is corrupt (${(error as Error).message}). lmsp will not modify it: restore a backup, or move it away to start empty.`,
+          EXIT_DATABASE_NOT_USABLE, { cause: error });
+      }
+      throw new DatabaseOpenError(`cannot use ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+    }
+  }
+
+  /** Applies the migrations this database lacks, each recorded in the same transaction. */
+  private migrate(): void {
+    const migrations = loadMigrations();
+    const latest = migrations.at(-1)?.version ?? 0;
+    const hasTable = this.sqlite
+      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+      .get();
+    if (!hasTable) {
+      const tables = this.sqlite.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
+      if (tables.n > 0) {
+        throw new DatabaseOpenError(`${this.path} is an SQLite database but not one of lmsp's; lmsp will not modify it.`, EXIT_DATABASE_NOT_USABLE);
+      }
+      this.sqlite.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+    }
+    const applied = this.sqlite.prepare('SELECT max(version) AS version FROM schema_migrations').get() as { version: number | null };
+    const current = applied.version ?? 0;
+    if (current > latest) {
+      throw new DatabaseOpenError(
+        `${this.path} has schema version ${current}, written by a newer lmsp (this one knows up to ${latest}). Upgrade lmsp; the database was not changed.`,
+        EXIT_DATABASE_TOO_NEW,
+      );
+    }
+    const record = this.sqlite.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+    for (const migration of migrations.filter((m) => m.version > current)) {
+      this.transaction(() => {
+        this.sqlite.exec(migration.sql);
+        record.run(migration.version, migration.name, Math.floor(Date.now() / 1000));
+      });
+    }
+  }
+
+  get schemaVersion(): number {
+    return (this.sqlite.prepare('SELECT max(version) AS version FROM schema_migrations').get() as { version: number }).version;
+  }
+
+  /** Runs `work` in one BEGIN IMMEDIATE transaction now; storage failures become 503s. */
+  transaction<T>(work: (context: WriteContext) => T): T {
+    const hooks: AfterCommit[] = [];
+    let result: T;
+    try {
+      result = this.sqlite.transaction(() => work({ afterCommit: (hook) => hooks.push(hook) })).immediate();
+    } catch (error) {
+      throw isStorageError(error) ? toStorageUnavailable(error) : error;
+    }
+    for (const hook of hooks) hook();
+    return result;
+  }
+
+  /** Queues `work` for the next group commit; resolves after its transaction has committed. */
+  write<T>(work: (context: WriteContext) => T): Promise<T> {
+    if (this.closed) return Promise.reject(new ServiceError('storage_unavailable', 'The service is shutting down.'));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const jobs = this.queue;
+    this.queue = [];
+    if (jobs.length === 0) return;
+    const outcomes: Array<{ ok: boolean; value: unknown }> = [];
+    const hooks: AfterCommit[] = [];
+    try {
+      this.runBatch.immediate(jobs, outcomes, hooks);
+    } catch (error) {
+      const failure = isStorageError(error) || (error as { code?: string }).code === 'SQLITE_ABORT_ROLLBACK'
+        ? toStorageUnavailable(error)
+        : error;
+      for (const job of jobs) job.reject(failure);
+      return;
+    }
+    jobs.forEach((job, index) => {
+      const outcome = outcomes[index]!;
+      if (outcome.ok) job.resolve(outcome.value);
+      else job.reject(outcome.value);
+    });
+    for (const hook of hooks) {
+      try {
+        hook();
+      } catch {
+        // a notification must never undo or hide a commit
+      }
+    }
+  }
+
+  /** Waits for queued writes, then closes the connection. */
+  async close(): Promise<void> {
+    while (this.queue.length > 0 || this.flushScheduled) await new Promise((resolve) => setImmediate(resolve));
+    this.closed = true;
+    if (this.sqlite.open) this.sqlite.close();
+  }
+}

@@ -1,0 +1,50 @@
+/** The store: the only code that touches SQLite. One instance per open database. */
+import { Database, type OpenOptions } from './db.js';
+import { ClientTable } from './clients.js';
+import { EventTable } from './events.js';
+import { IdempotencyTable } from './idempotency.js';
+import { ModelTable } from './models.js';
+import { PairingCodeTable } from './pairing-codes.js';
+import { ResponseTable } from './responses.js';
+import { RetentionTable } from './retention.js';
+import { ServiceConfigTable } from './service-config.js';
+import { TaskLifecycle, type TaskNotifier } from './task-lifecycle.js';
+import { TaskTable } from './tasks.js';
+
+export class Store {
+  readonly config: ServiceConfigTable;
+  readonly clients: ClientTable;
+  readonly pairingCodes: PairingCodeTable;
+  readonly models: ModelTable;
+  readonly responses: ResponseTable;
+  readonly tasks: TaskTable;
+  readonly events: EventTable;
+  readonly idempotency: IdempotencyTable;
+  readonly retention: RetentionTable;
+  readonly lifecycle: TaskLifecycle;
+
+  constructor(readonly db: Database, notifier: TaskNotifier = { taskChanged: () => {} }) {
+    const sqlite = db.sqlite;
+    this.config = new ServiceConfigTable(sqlite);
+    this.clients = new ClientTable(sqlite);
+    this.pairingCodes = new PairingCodeTable(sqlite);
+    this.models = new ModelTable(sqlite);
+    this.responses = new ResponseTable(sqlite);
+    this.tasks = new TaskTable(sqlite);
+    this.events = new EventTable(sqlite);
+    this.idempotency = new IdempotencyTable(sqlite);
+    this.retention = new RetentionTable(sqlite, this.events);
+    this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier);
+  }
+
+  static open(dataDir: string, options: OpenOptions & { notifier?: TaskNotifier } = {}): Store {
+    return new Store(Database.open(dataDir, options), options.notifier);
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
+  }
+}
+
+export { Database, DatabaseOpenError, DATABASE_FILE } from './db.js';
+export type { WriteContext } from './db.js';

@@ -1,0 +1,53 @@
+/** The `pairing_codes` table: single-use, expiring codes, stored only as hashes (LMSP section 4). */
+import type { Scope } from '../auth/types.js';
+import type { Sqlite } from './db.js';
+
+export interface PairingCode {
+  name: string | null;
+  scopes: Scope[];
+  createdAt: number;
+  expiresAt: number;
+}
+
+interface DbPairingCode {
+  code_hash: Buffer;
+  name: string | null;
+  scopes: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+  client_id: string | null;
+}
+
+export class PairingCodeTable {
+  private readonly insertStatement;
+  private readonly claimStatement;
+  private readonly sweepStatement;
+
+  constructor(db: Sqlite) {
+    this.insertStatement = db.prepare(
+      'INSERT INTO pairing_codes (code_hash, name, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?)');
+    // Claiming is one conditional update, so two requests with the same code cannot both win.
+    this.claimStatement = db.prepare<[string, number, Buffer, number], DbPairingCode>(`
+      UPDATE pairing_codes SET used_at = ?2, client_id = ?1
+      WHERE code_hash = ?3 AND used_at IS NULL AND expires_at > ?4
+      RETURNING *`);
+    this.sweepStatement = db.prepare('DELETE FROM pairing_codes WHERE expires_at < ?');
+  }
+
+  insert(codeHash: Buffer, code: PairingCode): void {
+    this.insertStatement.run(codeHash, code.name, code.scopes.join(' '), code.createdAt, code.expiresAt);
+  }
+
+  /** Marks the code used by `clientId`; null when it is unknown, used or expired. */
+  claim(codeHash: Buffer, clientId: string, now: number): PairingCode | null {
+    const row = this.claimStatement.get(clientId, now, codeHash, now);
+    if (!row) return null;
+    return { name: row.name, scopes: row.scopes.split(' ').filter(Boolean) as Scope[], createdAt: row.created_at, expiresAt: row.expires_at };
+  }
+
+  /** Forgets codes that expired before `before`. */
+  deleteExpired(before: number): number {
+    return this.sweepStatement.run(before).changes;
+  }
+}

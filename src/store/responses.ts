@@ -1,0 +1,122 @@
+/** The `responses` table: what was asked (request fields, input, context) and the final text. */
+import type { ChatMessage, InputItem, ResponseHeader, StoredResponse } from '../tasks/types.js';
+import type { Sqlite } from './db.js';
+
+export interface DbResponse {
+  id: string;
+  client_id: string;
+  model: string;
+  created_at: number;
+  background: number;
+  stream: number;
+  store: number;
+  instructions: string | null;
+  previous_response_id: string | null;
+  max_output_tokens: number;
+  temperature: number;
+  top_p: number;
+  seed: number;
+  metadata: string;
+  input_items: string;
+  context: string;
+  output_item_id: string;
+  output_text: string | null;
+}
+
+type DbResponseHeader = Omit<DbResponse, 'input_items' | 'context' | 'output_text'>;
+
+function toResponseHeader(row: DbResponseHeader): ResponseHeader {
+  return {
+    id: row.id,
+    clientId: row.client_id,
+    model: row.model,
+    createdAt: row.created_at,
+    background: row.background === 1,
+    stream: row.stream === 1,
+    store: row.store === 1,
+    instructions: row.instructions,
+    previousResponseId: row.previous_response_id,
+    maxOutputTokens: row.max_output_tokens,
+    temperature: row.temperature,
+    topP: row.top_p,
+    seed: row.seed,
+    metadata: JSON.parse(row.metadata) as Record<string, string>,
+    outputItemId: row.output_item_id,
+  };
+}
+
+export function toStoredResponse(row: DbResponse): StoredResponse {
+  return {
+    ...toResponseHeader(row),
+    inputItems: JSON.parse(row.input_items) as InputItem[],
+    context: JSON.parse(row.context) as ChatMessage[],
+    outputText: row.output_text,
+  };
+}
+
+export class ResponseTable {
+  private readonly insertStatement;
+  private readonly getStatement;
+  private readonly getHeaderStatement;
+  private readonly setOutputTextStatement;
+  private readonly deleteStatement;
+
+  constructor(db: Sqlite) {
+    this.insertStatement = db.prepare(`
+      INSERT INTO responses (id, client_id, model, created_at, background, stream, store, instructions,
+        previous_response_id, max_output_tokens, temperature, top_p, seed, metadata, input_items, context,
+        output_item_id, output_text)
+      VALUES (@id, @client_id, @model, @created_at, @background, @stream, @store, @instructions,
+        @previous_response_id, @max_output_tokens, @temperature, @top_p, @seed, @metadata, @input_items, @context,
+        @output_item_id, @output_text)`);
+    this.getStatement = db.prepare<[string], DbResponse>('SELECT * FROM responses WHERE id = ?');
+    this.getHeaderStatement = db.prepare<[string], DbResponseHeader>(`
+      SELECT id, client_id, model, created_at, background, stream, store, instructions, previous_response_id,
+        max_output_tokens, temperature, top_p, seed, metadata, output_item_id
+      FROM responses WHERE id = ?`);
+    this.setOutputTextStatement = db.prepare('UPDATE responses SET output_text = ? WHERE id = ?');
+    this.deleteStatement = db.prepare('DELETE FROM responses WHERE id = ?');
+  }
+
+  insert(response: StoredResponse): void {
+    this.insertStatement.run({
+      id: response.id,
+      client_id: response.clientId,
+      model: response.model,
+      created_at: response.createdAt,
+      background: response.background ? 1 : 0,
+      stream: response.stream ? 1 : 0,
+      store: response.store ? 1 : 0,
+      instructions: response.instructions,
+      previous_response_id: response.previousResponseId,
+      max_output_tokens: response.maxOutputTokens,
+      temperature: response.temperature,
+      top_p: response.topP,
+      seed: response.seed,
+      metadata: JSON.stringify(response.metadata),
+      input_items: JSON.stringify(response.inputItems),
+      context: JSON.stringify(response.context),
+      output_item_id: response.outputItemId,
+      output_text: response.outputText,
+    });
+  }
+
+  get(id: string): StoredResponse | null {
+    const row = this.getStatement.get(id);
+    return row ? toStoredResponse(row) : null;
+  }
+
+  /** The unchanging fields only, without the (possibly long) input and context. */
+  getHeader(id: string): ResponseHeader | null {
+    const row = this.getHeaderStatement.get(id);
+    return row ? toResponseHeader(row) : null;
+  }
+
+  setOutputText(id: string, text: string | null): void {
+    this.setOutputTextStatement.run(text, id);
+  }
+
+  delete(id: string): void {
+    this.deleteStatement.run(id);
+  }
+}

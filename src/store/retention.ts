@@ -1,0 +1,79 @@
+/**
+ * Retention (LMSP section 10 and 11.2): finished tasks older than the retention period are
+ * deleted with their events and their response, at most `maxRows` rows a transaction so that
+ * requests are never blocked for long. Unfinished tasks are never selected, however old: the
+ * queries below only ever see rows with `finished_at` set, which only final states have.
+ */
+import type { Sqlite } from './db.js';
+import type { EventTable } from './events.js';
+
+export const SWEEP_BATCH_ROWS = 1000;
+
+export interface SweepCounts {
+  tasks: number;
+  events: number;
+  idempotencyKeys: number;
+  pairingCodes: number;
+}
+
+export class RetentionTable {
+  private readonly oldFinishedStatement;
+  private readonly ephemeralFinishedStatement;
+  private readonly deleteTaskStatement;
+  private readonly deleteResponseStatement;
+  private readonly countOldStatement;
+  private readonly countEphemeralStatement;
+
+  constructor(db: Sqlite, private readonly events: EventTable) {
+    this.oldFinishedStatement = db.prepare<[number, number], { id: string; response_id: string }>(`
+      SELECT id, response_id FROM tasks
+      WHERE finished_at IS NOT NULL AND finished_at < ? AND status IN ('completed', 'failed', 'cancelled')
+      ORDER BY finished_at LIMIT ?`);
+    this.ephemeralFinishedStatement = db.prepare<[number], { id: string; response_id: string }>(`
+      SELECT t.id, t.response_id FROM responses r JOIN tasks t ON t.response_id = r.id
+      WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled') LIMIT ?`);
+    this.deleteTaskStatement = db.prepare("DELETE FROM tasks WHERE id = ? AND status IN ('completed', 'failed', 'cancelled')");
+    this.deleteResponseStatement = db.prepare('DELETE FROM responses WHERE id = ?');
+    this.countOldStatement = db.prepare<[number], { tasks: number; events: number | null }>(`
+      SELECT count(*) AS tasks, sum(last_sequence_number) AS events FROM tasks
+      WHERE finished_at IS NOT NULL AND finished_at < ? AND status IN ('completed', 'failed', 'cancelled')`);
+    this.countEphemeralStatement = db.prepare<[], { tasks: number; events: number | null }>(`
+      SELECT count(*) AS tasks, sum(t.last_sequence_number) AS events FROM responses r JOIN tasks t ON t.response_id = r.id
+      WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled')`);
+  }
+
+  /**
+   * Deletes up to `maxRows` rows of expired (or `store: false`) finished tasks: their events
+   * first, oldest task first, then the task and response rows once no event is left.
+   * Runs inside the caller's transaction. `cutoff` null: retention is forever.
+   */
+  sweepBatch(cutoff: number | null, maxRows: number): { tasks: number; events: number } {
+    let rows = 0;
+    let tasks = 0;
+    let events = 0;
+    const candidates = [
+      ...this.ephemeralFinishedStatement.all(maxRows),
+      ...(cutoff === null ? [] : this.oldFinishedStatement.all(cutoff, maxRows)),
+    ];
+    for (const candidate of candidates) {
+      if (rows >= maxRows) break;
+      const deleted = this.events.deleteSomeForTask(candidate.id, maxRows - rows);
+      rows += deleted;
+      events += deleted;
+      if (rows >= maxRows) break;
+      if (this.deleteTaskStatement.run(candidate.id).changes > 0) {
+        this.deleteResponseStatement.run(candidate.response_id);
+        rows += 2;
+        tasks += 1;
+      }
+    }
+    return { tasks, events };
+  }
+
+  /** What a sweep would delete now (`lmsp gc --dry-run`). */
+  countExpired(cutoff: number | null): { tasks: number; events: number } {
+    const ephemeral = this.countEphemeralStatement.get()!;
+    const old = cutoff === null ? { tasks: 0, events: 0 } : this.countOldStatement.get(cutoff)!;
+    return { tasks: ephemeral.tasks + old.tasks, events: (ephemeral.events ?? 0) + (old.events ?? 0) };
+  }
+}

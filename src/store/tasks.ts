@@ -1,0 +1,186 @@
+/** The `tasks` table. Status changes are made only by the lifecycle functions (task-lifecycle.ts). */
+import type { TaskErrorCode } from '../api/errors.js';
+import type { RestartPolicy, TaskStatus } from '../tasks/states.js';
+import type { FinishReason, Task } from '../tasks/types.js';
+import type { Sqlite } from './db.js';
+
+export interface DbTask {
+  seq: number;
+  id: string;
+  kind: 'response';
+  response_id: string;
+  client_id: string;
+  model: string;
+  status: TaskStatus;
+  on_restart: RestartPolicy;
+  attempt: number;
+  restarts: number;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  last_sequence_number: number;
+  output_start_seq: number;
+  input_tokens: number | null;
+  output_tokens: number;
+  finish_reason: FinishReason | null;
+  error_code: TaskErrorCode | null;
+  error_message: string | null;
+}
+
+export function toTask(row: DbTask): Task {
+  return {
+    seq: row.seq,
+    id: row.id,
+    kind: row.kind,
+    responseId: row.response_id,
+    clientId: row.client_id,
+    model: row.model,
+    status: row.status,
+    onRestart: row.on_restart,
+    attempt: row.attempt,
+    restarts: row.restarts,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    lastSequenceNumber: row.last_sequence_number,
+    outputStartSeq: row.output_start_seq,
+    inputTokens: row.input_tokens,
+    outputTokens: row.output_tokens,
+    finishReason: row.finish_reason,
+    error: row.error_code ? { code: row.error_code, message: row.error_message ?? '' } : null,
+  };
+}
+
+function toParams(task: Task) {
+  return {
+    id: task.id,
+    kind: task.kind,
+    response_id: task.responseId,
+    client_id: task.clientId,
+    model: task.model,
+    status: task.status,
+    on_restart: task.onRestart,
+    attempt: task.attempt,
+    restarts: task.restarts,
+    created_at: task.createdAt,
+    started_at: task.startedAt,
+    finished_at: task.finishedAt,
+    last_sequence_number: task.lastSequenceNumber,
+    output_start_seq: task.outputStartSeq,
+    input_tokens: task.inputTokens,
+    output_tokens: task.outputTokens,
+    finish_reason: task.finishReason,
+    error_code: task.error?.code ?? null,
+    error_message: task.error?.message ?? null,
+  };
+}
+
+export interface TaskListQuery {
+  /** Only this client's tasks; null for all (admin). */
+  clientId: string | null;
+  statuses: TaskStatus[] | null;
+  /** Cursor: tasks after this one in the list's order. */
+  afterSeq: number | null;
+  limit: number;
+  order: 'asc' | 'desc';
+}
+
+const COLUMNS = `id, kind, response_id, client_id, model, status, on_restart, attempt, restarts, created_at, started_at,
+  finished_at, last_sequence_number, output_start_seq, input_tokens, output_tokens, finish_reason, error_code, error_message`;
+
+export class TaskTable {
+  private readonly insertStatement;
+  private readonly getStatement;
+  private readonly getByResponseStatement;
+  private readonly updateStatement;
+  private readonly listAscStatement;
+  private readonly listDescStatement;
+  private readonly nextRunnableStatement;
+  private readonly unfinishedStatement;
+  private readonly unfinishedForModelStatement;
+  private readonly deleteStatement;
+  private readonly countByStatusStatement;
+
+  constructor(db: Sqlite) {
+    this.insertStatement = db.prepare(`INSERT INTO tasks (${COLUMNS}) VALUES (${COLUMNS.split(',').map((c) => `@${c.trim()}`).join(', ')})`);
+    this.getStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE id = ?');
+    this.getByResponseStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE response_id = ?');
+    this.updateStatement = db.prepare(`
+      UPDATE tasks SET status = @status, attempt = @attempt, restarts = @restarts, started_at = @started_at,
+        finished_at = @finished_at, last_sequence_number = @last_sequence_number, output_start_seq = @output_start_seq,
+        input_tokens = @input_tokens, output_tokens = @output_tokens, finish_reason = @finish_reason,
+        error_code = @error_code, error_message = @error_message
+      WHERE id = @id AND status = @expected_status`);
+    const listWhere = `(@client_id IS NULL OR client_id = @client_id)
+        AND (@statuses IS NULL OR status IN (SELECT value FROM json_each(@statuses)))`;
+    this.listAscStatement = db.prepare<object, DbTask>(
+      `SELECT * FROM tasks WHERE ${listWhere} AND seq > @after ORDER BY seq ASC LIMIT @limit`);
+    this.listDescStatement = db.prepare<object, DbTask>(
+      `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
+    this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
+      SELECT * FROM tasks WHERE status = ? AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
+    this.unfinishedStatement = db.prepare<[number, number], DbTask>(`
+      SELECT * FROM tasks WHERE status IN ('queued', 'loading', 'running', 'cancelling') AND seq > ?
+      ORDER BY seq LIMIT ?`);
+    this.unfinishedForModelStatement = db.prepare<[string], { n: number }>(`
+      SELECT count(*) AS n FROM tasks WHERE model = ? AND status IN ('queued', 'loading', 'running', 'cancelling')`);
+    this.deleteStatement = db.prepare('DELETE FROM tasks WHERE id = ?');
+    this.countByStatusStatement = db.prepare<[], { status: TaskStatus; n: number }>('SELECT status, count(*) AS n FROM tasks GROUP BY status');
+  }
+
+  insert(task: Task): number {
+    return Number(this.insertStatement.run(toParams(task)).lastInsertRowid);
+  }
+
+  get(id: string): Task | null {
+    const row = this.getStatement.get(id);
+    return row ? toTask(row) : null;
+  }
+
+  getByResponse(responseId: string): Task | null {
+    const row = this.getByResponseStatement.get(responseId);
+    return row ? toTask(row) : null;
+  }
+
+  /** Writes `task` only if the stored status is still `expectedStatus`; false when it was not. */
+  update(task: Task, expectedStatus: TaskStatus): boolean {
+    return this.updateStatement.run({ ...toParams(task), expected_status: expectedStatus }).changes === 1;
+  }
+
+  list(query: TaskListQuery): { tasks: Task[]; hasMore: boolean } {
+    const statement = query.order === 'asc' ? this.listAscStatement : this.listDescStatement;
+    const after = query.afterSeq ?? (query.order === 'asc' ? 0 : Number.MAX_SAFE_INTEGER);
+    const rows = statement.all({
+      client_id: query.clientId,
+      statuses: query.statuses ? JSON.stringify(query.statuses) : null,
+      after,
+      limit: query.limit + 1,
+    });
+    return { tasks: rows.slice(0, query.limit).map(toTask), hasMore: rows.length > query.limit };
+  }
+
+  /** The next task a free slot should take: tasks resumed at startup (already running) first,
+   * then the queue, oldest first (LMSP: FIFO by creation). `claimed` are taken already. */
+  nextRunnable(claimed: Iterable<string>): Task | null {
+    const exclude = JSON.stringify([...claimed]);
+    const row = this.nextRunnableStatement.get('running', exclude) ?? this.nextRunnableStatement.get('queued', exclude);
+    return row ? toTask(row) : null;
+  }
+
+  /** Unfinished tasks in creation order, a page at a time (recovery). */
+  unfinishedAfter(seq: number, limit: number): Task[] {
+    return this.unfinishedStatement.all(seq, limit).map(toTask);
+  }
+
+  countUnfinishedForModel(model: string): number {
+    return this.unfinishedForModelStatement.get(model)!.n;
+  }
+
+  countByStatus(): Record<string, number> {
+    return Object.fromEntries(this.countByStatusStatement.all().map((row) => [row.status, row.n]));
+  }
+
+  delete(id: string): void {
+    this.deleteStatement.run(id);
+  }
+}

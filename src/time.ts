@@ -1,0 +1,42 @@
+/** Time in the service's units, and the duration syntax of flags and variables (LMSP section 12). */
+
+/** Integer Unix seconds, the unit of every timestamp on the wire (LMSP section 2). */
+export function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
+
+/** A duration in milliseconds; `Infinity` stands for `forever`. */
+export type DurationMs = number;
+
+/** Parses `500ms`, `30s`, `10m`, `12h`, `7d` (and `forever` when allowed). Returns null when malformed. */
+export function parseDuration(text: string, options: { allowForever?: boolean } = {}): DurationMs | null {
+  const trimmed = text.trim();
+  if (options.allowForever && trimmed === 'forever') return Infinity;
+  const match = DURATION_PATTERN.exec(trimmed);
+  if (!match) return null;
+  return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
+}
+
+export function formatDuration(ms: DurationMs): string {
+  if (ms === Infinity) return 'forever';
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (ms <= 0 || signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { statSync, writeFileSync, readFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { Database, DatabaseOpenError, EXIT_DATABASE_NOT_USABLE, EXIT_DATABASE_TOO_NEW, loadMigrations } from '../../src/store/db.js';
+import { ServiceError } from '../../src/api/errors.js';
+import { withDataDir } from '../helpers/data-dir.js';
+
+describe('database (LMSP 11.1, project decisions)', () => {
+  test('creates all seven tables of LMSP 11.1 with WAL, synchronous FULL and mode 0600', () => withDataDir((dir) => {
+    const db = Database.open(dir);
+    const tables = (db.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
+    for (const table of ['service_config', 'clients', 'models', 'responses', 'tasks', 'task_events', 'idempotency_keys']) {
+      assert.ok(tables.includes(table), `missing table ${table}`);
+    }
+    assert.equal(db.sqlite.pragma('journal_mode', { simple: true }), 'wal');
+    assert.equal(db.sqlite.pragma('synchronous', { simple: true }), 2, 'synchronous must be FULL (2)');
+    assert.ok(Number(db.sqlite.pragma('busy_timeout', { simple: true })) >= 1000);
+    assert.equal(statSync(join(dir, 'lmsp.db')).mode & 0o777, 0o600);
+    assert.equal(db.schemaVersion, loadMigrations().at(-1)!.version);
+    db.sqlite.close();
+  }));
+
+  test('migrations are recorded and not applied twice', () => withDataDir((dir) => {
+    Database.open(dir).sqlite.close();
+    const again = Database.open(dir);
+    const rows = again.sqlite.prepare('SELECT version FROM schema_migrations').all();
+    assert.equal(rows.length, loadMigrations().length);
+    again.sqlite.close();
+  }));
+
+  test('refuses a file that is not a database, and leaves it untouched', () => withDataDir((dir) => {
+    const path = join(dir, 'lmsp.db');
+    writeFileSync(path, 'this is not a database, just text that happens to be here.\n'.repeat(10));
+    const before = readFileSync(path);
+    assert.throws(() => Database.open(dir), (error: unknown) =>
+      error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_NOT_USABLE && /not an SQLite database/.test(error.message));
+    assert.deepEqual(readFileSync(path), before);
+  }));
+
+  test('refuses a corrupt database, and leaves it untouched', () => withDataDir((dir) => {
+    const db = Database.open(dir);
+    db.sqlite.exec('CREATE TABLE filler (x TEXT)');
+    const insert = db.sqlite.prepare('INSERT INTO filler VALUES (?)');
+    for (let i = 0; i < 2000; i++) insert.run('x'.repeat(200));
+    db.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+    db.sqlite.close();
+    const path = join(dir, 'lmsp.db');
+    const size = statSync(path).size;
+    const fd = openSync(path, 'r+');
+    // Scribble over pages in the middle of the file (b-tree pages of the filler table).
+    for (let offset = 8192; offset < size; offset += 4096 * 7) writeSync(fd, Buffer.alloc(512, 0xa5), 0, 512, offset + 100);
+    closeSync(fd);
+    const before = readFileSync(path);
+    assert.throws(() => Database.open(dir), (error: unknown) =>
+      error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_NOT_USABLE && /corrupt/.test(error.message));
+    assert.deepEqual(readFileSync(path), before);
+  }));
+
+  test('refuses a database from a newer schema', () => withDataDir((dir) => {
+    const db = Database.open(dir);
+    db.sqlite.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, ?, 0)').run('9999_future');
+    db.sqlite.close();
+    assert.throws(() => Database.open(dir), (error: unknown) =>
+      error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_TOO_NEW && /newer lmsp/.test(error.message));
+  }));
+
+  test('refuses an SQLite database that belongs to something else', () => withDataDir((dir) => {
+    const other = new BetterSqlite3(join(dir, 'lmsp.db'));
+    other.exec('CREATE TABLE accounts (id INTEGER)');
+    other.close();
+    assert.throws(() => Database.open(dir), /not one of lmsp's/);
+  }));
+
+  test('group commit: concurrent writes share a transaction and each resolves after commit', () => withDataDir(async (dir) => {
+    const db = Database.open(dir);
+    db.sqlite.exec('CREATE TABLE t (x INTEGER)');
+    const insert = db.sqlite.prepare('INSERT INTO t VALUES (?)');
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => db.write(() => { insert.run(i); return i; })));
+    assert.deepEqual(results, Array.from({ length: 50 }, (_, i) => i));
+    assert.equal((db.sqlite.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 50);
+    await db.close();
+  }));
+
+  test('group commit: a failing write rolls back alone, the others commit', () => withDataDir(async (dir) => {
+    const db = Database.open(dir);
+    db.sqlite.exec('CREATE TABLE t (x INTEGER UNIQUE)');
+    const insert = db.sqlite.prepare('INSERT INTO t VALUES (?)');
+    const outcomes = await Promise.allSettled([
+      db.write(() => insert.run(1)),
+      db.write(() => { insert.run(2); insert.run(1); }), // violates UNIQUE after a first insert
+      db.write(() => insert.run(3)),
+    ]);
+    assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+    const values = (db.sqlite.prepare('SELECT x FROM t ORDER BY x').all() as { x: number }[]).map((r) => r.x);
+    assert.deepEqual(values, [1, 3], 'the failed write must leave nothing behind, not even its first insert');
+    await db.close();
+  }));
+
+  test('a full database answers storage_unavailable and loses nothing committed', () => withDataDir(async (dir) => {
+    const db = Database.open(dir);
+    db.sqlite.exec('CREATE TABLE t (x TEXT)');
+    const insert = db.sqlite.prepare('INSERT INTO t VALUES (?)');
+    await db.write(() => insert.run('kept'));
+    const pages = Number(db.sqlite.pragma('page_count', { simple: true }));
+    db.sqlite.pragma(`max_page_count = ${pages}`);
+    const outcomes = await Promise.allSettled([
+      db.write(() => insert.run('a'.repeat(100_000))),
+      db.write(() => insert.run('small')),
+    ]);
+    for (const outcome of outcomes) {
+      assert.equal(outcome.status, 'rejected');
+      assert.ok((outcome as PromiseRejectedResult).reason instanceof ServiceError);
+      assert.equal(((outcome as PromiseRejectedResult).reason as ServiceError).code, 'storage_unavailable');
+    }
+    assert.throws(() => db.transaction(() => insert.run('b'.repeat(100_000))), (e: unknown) => e instanceof ServiceError && e.code === 'storage_unavailable');
+    const values = (db.sqlite.prepare('SELECT x FROM t').all() as { x: string }[]).map((r) => r.x);
+    assert.deepEqual(values, ['kept']);
+    await db.close();
+  }));
+});

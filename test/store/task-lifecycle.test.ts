@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Store } from '../../src/store/index.js';
+import { RECOVERY, RESTART_POLICIES, UNFINISHED_STATUSES, type RestartPolicy, type UnfinishedStatus } from '../../src/tasks/states.js';
+import type { Task } from '../../src/tasks/types.js';
+import { withDataDir } from '../helpers/data-dir.js';
+import { makeResponseAndTask } from '../helpers/fixtures.js';
+
+function eventTypes(store: Store, taskId: string): string[] {
+  return store.events.after(taskId, 0, 10_000).map((event) => event.type);
+}
+
+function assertGapless(store: Store, taskId: string): void {
+  const events = store.events.after(taskId, 0, 100_000);
+  events.forEach((event, index) => assert.equal(event.sequence_number, index + 1, `gap or duplicate at ${index + 1}`));
+  assert.equal(store.tasks.get(taskId)!.lastSequenceNumber, events.length, 'last_sequence_number equals the newest event');
+}
+
+function created(store: Store, options: Parameters<typeof makeResponseAndTask>[0] = {}): Task {
+  const { response, task } = makeResponseAndTask(options);
+  return store.db.transaction((tx) => store.lifecycle.create(tx, response, task));
+}
+
+/** Puts a task in `status` through the normal transitions. */
+function taskIn(store: Store, status: UnfinishedStatus | 'completed', policy: RestartPolicy = 'resume'): Task {
+  const task = created(store, { onRestart: policy });
+  const tx = (work: Parameters<Store['db']['transaction']>[0]) => store.db.transaction(work);
+  if (status === 'queued') return store.tasks.get(task.id)!;
+  tx((c) => store.lifecycle.startLoading(c, task.id));
+  if (status === 'loading') return store.tasks.get(task.id)!;
+  tx((c) => store.lifecycle.startRunning(c, task.id));
+  tx((c) => store.lifecycle.appendOutput(c, task.id, [{ text: 'ab', tokens: [10, 11] }, { text: 'c', tokens: [12] }]));
+  if (status === 'running') return store.tasks.get(task.id)!;
+  if (status === 'completed') {
+    tx((c) => store.lifecycle.complete(c, task.id, 'max_output_tokens'));
+    return store.tasks.get(task.id)!;
+  }
+  tx((c) => store.lifecycle.cancel(c, task.id));
+  return store.tasks.get(task.id)!;
+}
+
+describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
+  test('create writes the task and response.created as event 1, in one transaction', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = created(store);
+    assert.equal(task.status, 'queued');
+    assert.deepEqual(eventTypes(store, task.id), ['response.created']);
+    assertGapless(store, task.id);
+    const event = store.events.after(task.id, 0, 1)[0]!;
+    const payload = JSON.parse(event.data) as { response: { status: string; task: { last_sequence_number: number } } };
+    assert.equal(payload.response.status, 'queued');
+    assert.equal(payload.response.task.last_sequence_number, 1);
+  }));
+
+  test('a full run writes the events in the OpenAI order, gapless', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = taskIn(store, 'completed');
+    assert.deepEqual(eventTypes(store, task.id), [
+      'response.created', 'response.loading', 'response.in_progress', 'response.output_item.added',
+      'response.content_part.added', 'response.output_text.delta', 'response.output_text.done',
+      'response.content_part.done', 'response.output_item.done', 'response.incomplete',
+    ]);
+    assertGapless(store, task.id);
+    assert.equal(task.status, 'completed');
+    assert.equal(task.outputTokens, 3);
+    assert.equal(store.responses.get(task.responseId)!.outputText, 'abc');
+    assert.deepEqual(store.events.snapshotTokens(task.id, 0), [10, 11, 12]);
+  }));
+
+  test('status and event are one transaction: a failing write leaves neither', () => withDataDir(async (dir) => {
+    const store = Store.open(dir);
+    const task = created(store);
+    await assert.rejects(store.db.write((c) => {
+      store.lifecycle.startLoading(c, task.id);
+      throw new Error('crash in the middle');
+    }));
+    assert.equal(store.tasks.get(task.id)!.status, 'queued');
+    assert.deepEqual(eventTypes(store, task.id), ['response.created']);
+    assertGapless(store, task.id);
+  }));
+
+  test('cancel: queued -> cancelled, loading/running -> cancelling, then idempotent without new events', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const tx = <T>(work: Parameters<Store['db']['transaction']>[0]) => store.db.transaction(work) as T;
+    const queued = created(store);
+    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, queued.id)).kind, 'cancelled');
+    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, queued.id)).kind, 'already_cancelled');
+    assert.deepEqual(eventTypes(store, queued.id), ['response.created', 'response.cancelled']);
+
+    const running = taskIn(store, 'running');
+    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, running.id)).kind, 'cancelling');
+    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, running.id)).kind, 'already_cancelling');
+    assert.equal(eventTypes(store, running.id).filter((t) => t === 'response.cancelling').length, 1);
+
+    const done = taskIn(store, 'completed');
+    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, done.id)).kind, 'not_cancellable');
+  }));
+
+  test('completion after an accepted cancel ends cancelled, never completed (LMSP 7.4)', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = taskIn(store, 'cancelling');
+    const result = store.db.transaction((c) => store.lifecycle.complete(c, task.id, 'max_output_tokens'));
+    assert.equal(result?.status, 'cancelled');
+    const types = eventTypes(store, task.id);
+    assert.equal(types.at(-1), 'response.cancelled');
+    assert.ok(!types.includes('response.completed') && !types.includes('response.incomplete'));
+    assertGapless(store, task.id);
+    // The partial output stays on the response.
+    assert.equal(store.responses.get(task.responseId)!.outputText, 'abc');
+  }));
+
+  test('a failure after an accepted cancel also ends cancelled', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = taskIn(store, 'cancelling');
+    const result = store.db.transaction((c) => store.lifecycle.fail(c, task.id, 'engine_error', 'boom'));
+    assert.equal(result?.status, 'cancelled');
+  }));
+
+  test('nothing is written after a terminal event', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = taskIn(store, 'completed');
+    const before = eventTypes(store, task.id).length;
+    store.db.transaction((c) => {
+      assert.equal(store.lifecycle.appendOutput(c, task.id, [{ text: 'late', tokens: [1] }]), false);
+      assert.equal(store.lifecycle.complete(c, task.id, 'stop'), null);
+      assert.equal(store.lifecycle.fail(c, task.id, 'engine_error', 'late'), null);
+      assert.equal(store.lifecycle.finishCancel(c, task.id), null);
+    });
+    assert.equal(eventTypes(store, task.id).length, before);
+  }));
+
+  for (const policy of RESTART_POLICIES) {
+    for (const status of UNFINISHED_STATUSES) {
+      const expected = RECOVERY[policy][status];
+      test(`recovery (LMSP 11.3): ${status} under ${policy} becomes ${expected}`, () => withDataDir((dir) => {
+        const store = Store.open(dir);
+        const task = taskIn(store, status, policy);
+        const before = eventTypes(store, task.id);
+        store.db.transaction((c) => store.lifecycle.recover(c, task, 3));
+        const after = store.tasks.get(task.id)!;
+        assert.equal(after.status, expected);
+        const added = eventTypes(store, task.id).slice(before.length);
+        if (expected === 'failed') {
+          assert.deepEqual(added, ['response.failed']);
+          assert.equal(after.error?.code, 'server_restarted');
+        } else if (expected === 'cancelled') {
+          assert.deepEqual(added, ['response.cancelled']);
+        } else if (status === 'queued') {
+          assert.deepEqual(added, [], 'a queued task stays as it is, with no event');
+        } else if (expected === 'queued') {
+          assert.deepEqual(added, ['response.queued']);
+          assert.equal(after.attempt, policy === 'retry' ? 2 : 1);
+        } else {
+          assert.deepEqual(added, ['response.resumed']);
+        }
+        assertGapless(store, task.id);
+      }));
+    }
+  }
+
+  test('retry drops the earlier output; resume keeps it', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const retried = taskIn(store, 'running', 'retry');
+    store.db.transaction((c) => store.lifecycle.recover(c, retried, 3));
+    const retriedAfter = store.tasks.get(retried.id)!;
+    assert.equal(store.lifecycle.outputText(retriedAfter), '');
+    assert.deepEqual(store.events.snapshotTokens(retried.id, retriedAfter.outputStartSeq), []);
+    const resumed = taskIn(store, 'running', 'resume');
+    store.db.transaction((c) => store.lifecycle.recover(c, resumed, 3));
+    const resumedAfter = store.tasks.get(resumed.id)!;
+    assert.equal(store.lifecycle.outputText(resumedAfter), 'abc');
+    assert.deepEqual(store.events.snapshotTokens(resumed.id, resumedAfter.outputStartSeq), [10, 11, 12]);
+  }));
+
+  test('max_restarts: a task active at more than max_restarts restarts fails with server_restarted', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = taskIn(store, 'running', 'resume');
+    for (let restart = 1; restart <= 3; restart++) {
+      store.db.transaction((c) => store.lifecycle.recover(c, store.tasks.get(task.id)!, 3));
+      assert.equal(store.tasks.get(task.id)!.status, 'running', `restart ${restart} resumes`);
+    }
+    store.db.transaction((c) => store.lifecycle.recover(c, store.tasks.get(task.id)!, 3));
+    const after = store.tasks.get(task.id)!;
+    assert.equal(after.status, 'failed');
+    assert.equal(after.error?.code, 'server_restarted');
+    assert.equal(after.restarts, 4);
+    assertGapless(store, task.id);
+  }));
+
+  test('deleteFinished removes the response, task and events, and refuses unfinished tasks', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const running = taskIn(store, 'running');
+    assert.equal(store.db.transaction(() => store.lifecycle.deleteFinished(running.id)), false);
+    const done = taskIn(store, 'completed');
+    assert.equal(store.db.transaction(() => store.lifecycle.deleteFinished(done.id)), true);
+    assert.equal(store.tasks.get(done.id), null);
+    assert.equal(store.responses.get(done.responseId), null);
+    assert.deepEqual(eventTypes(store, done.id), []);
+  }));
+});
+
+describe('retention in the store (LMSP section 10)', () => {
+  test('old finished tasks go with their events and response; old unfinished ones stay', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const oldDone = taskIn(store, 'completed');
+    const oldQueued = taskIn(store, 'queued');
+    const oldRunning = taskIn(store, 'running');
+    const oldCancelling = taskIn(store, 'cancelling');
+    const recentDone = taskIn(store, 'completed');
+    const longAgo = 1_000_000;
+    // Back-date rows instead of sleeping.
+    store.db.sqlite.prepare('UPDATE tasks SET created_at = ?, finished_at = CASE WHEN finished_at IS NULL THEN NULL ELSE ? END WHERE id IN (?, ?, ?, ?)')
+      .run(longAgo, longAgo, oldDone.id, oldQueued.id, oldRunning.id, oldCancelling.id);
+    const cutoff = longAgo + 10;
+    let total = { tasks: 0, events: 0 };
+    for (;;) {
+      const batch = store.db.transaction(() => store.retention.sweepBatch(cutoff, 4));
+      assert.ok(batch.tasks * 2 + batch.events <= 6, 'a batch stays near its bound');
+      total = { tasks: total.tasks + batch.tasks, events: total.events + batch.events };
+      if (batch.tasks === 0 && batch.events === 0) break;
+    }
+    assert.equal(total.tasks, 1);
+    assert.equal(store.tasks.get(oldDone.id), null);
+    assert.equal(store.responses.get(oldDone.responseId), null);
+    assert.deepEqual(eventTypes(store, oldDone.id), []);
+    for (const kept of [oldQueued, oldRunning, oldCancelling, recentDone]) assert.ok(store.tasks.get(kept.id), `${kept.status} kept`);
+  }));
+});
