@@ -28,9 +28,9 @@ export class PairingCodeTable {
     this.insertStatement = db.prepare(
       'INSERT INTO pairing_codes (code_hash, name, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?)');
     // Claiming is one conditional update, so two requests with the same code cannot both win.
-    this.claimStatement = db.prepare<[string, number, Buffer, number], DbPairingCode>(`
-      UPDATE pairing_codes SET used_at = ?2, client_id = ?1
-      WHERE code_hash = ?3 AND used_at IS NULL AND expires_at > ?4
+    this.claimStatement = db.prepare<{ client_id: string; now: number; code_hash: Buffer }, DbPairingCode>(`
+      UPDATE pairing_codes SET used_at = @now, client_id = @client_id
+      WHERE code_hash = @code_hash AND used_at IS NULL AND expires_at > @now
       RETURNING *`);
     this.sweepStatement = db.prepare('DELETE FROM pairing_codes WHERE expires_at < ?');
   }
@@ -41,7 +41,7 @@ export class PairingCodeTable {
 
   /** Marks the code used by `clientId`; null when it is unknown, used or expired. */
   claim(codeHash: Buffer, clientId: string, now: number): PairingCode | null {
-    const row = this.claimStatement.get(clientId, now, codeHash, now);
+    const row = this.claimStatement.get({ client_id: clientId, now, code_hash: codeHash });
     if (!row) return null;
     return { name: row.name, scopes: row.scopes.split(' ').filter(Boolean) as Scope[], createdAt: row.created_at, expiresAt: row.expires_at };
   }

@@ -59,6 +59,7 @@ export class ResponseTable {
   private readonly getStatement;
   private readonly getHeaderStatement;
   private readonly setOutputTextStatement;
+  private readonly outputTextStatement;
   private readonly deleteStatement;
 
   constructor(db: Sqlite) {
@@ -75,6 +76,7 @@ export class ResponseTable {
         max_output_tokens, temperature, top_p, seed, metadata, output_item_id
       FROM responses WHERE id = ?`);
     this.setOutputTextStatement = db.prepare('UPDATE responses SET output_text = ? WHERE id = ?');
+    this.outputTextStatement = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM responses WHERE id = ?');
     this.deleteStatement = db.prepare('DELETE FROM responses WHERE id = ?');
   }
 
@@ -110,6 +112,11 @@ export class ResponseTable {
   getHeader(id: string): ResponseHeader | null {
     const row = this.getHeaderStatement.get(id);
     return row ? toResponseHeader(row) : null;
+  }
+
+  /** The final text, once the task has finished. */
+  outputText(id: string): string | null {
+    return this.outputTextStatement.get(id)?.output_text ?? null;
   }
 
   setOutputText(id: string, text: string | null): void {

@@ -16,8 +16,8 @@ export class ServiceConfigTable {
     this.setStatement = db.prepare('INSERT INTO service_config (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value');
     this.insertIfMissingStatement = db.prepare('INSERT INTO service_config (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING');
     this.deleteStatement = db.prepare('DELETE FROM service_config WHERE key = ?');
-    this.prefixStatement = db.prepare<[string], { key: string; value: string }>(
-      'SELECT key, value FROM service_config WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key');
+    this.prefixStatement = db.prepare<{ prefix: string }, { key: string; value: string }>(
+      'SELECT key, value FROM service_config WHERE substr(key, 1, length(@prefix)) = @prefix ORDER BY key');
   }
 
   get(key: string): string | null {
@@ -34,7 +34,7 @@ export class ServiceConfigTable {
 
   /** Every key starting with `prefix`, without the prefix. */
   withPrefix(prefix: string): Record<string, string> {
-    const entries = this.prefixStatement.all(prefix).map((row) => [row.key.slice(prefix.length), row.value] as const);
+    const entries = this.prefixStatement.all({ prefix }).map((row) => [row.key.slice(prefix.length), row.value] as const);
     return Object.fromEntries(entries);
   }
 

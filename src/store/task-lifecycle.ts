@@ -274,7 +274,6 @@ export class TaskLifecycle {
         `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts });
       return 'failed';
     }
-    const header = this.header(task);
     switch (target) {
       case 'failed':
         this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts });
@@ -284,6 +283,7 @@ export class TaskLifecycle {
         return 'cancelled';
       case 'queued': {
         if (task.status === 'queued') return 'unchanged'; // stays as it is, no event (LMSP 7.5)
+        const header = this.header(task);
         const retry = task.onRestart === 'retry';
         const requeuedSeq = task.lastSequenceNumber + 1;
         // Under retry the new attempt drops the earlier output: it starts after this event.
@@ -296,6 +296,7 @@ export class TaskLifecycle {
         return 'requeued';
       }
       case 'running': {
+        const header = this.header(task);
         const text = this.outputText(task);
         this.apply(context, task, 'running', { restarts }, [
           { type: 'response.resumed', payload: (next) => ({ ...this.responsePayload(header, () => text)(next), output_tokens: next.outputTokens }) },

@@ -97,6 +97,7 @@ export class TaskTable {
   private readonly listDescStatement;
   private readonly nextRunnableStatement;
   private readonly unfinishedStatement;
+  private readonly getManyStatement;
   private readonly unfinishedForModelStatement;
   private readonly deleteStatement;
   private readonly countByStatusStatement;
@@ -119,9 +120,10 @@ export class TaskTable {
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
       SELECT * FROM tasks WHERE status = ? AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
-    this.unfinishedStatement = db.prepare<[number, number], DbTask>(`
-      SELECT * FROM tasks WHERE status IN ('queued', 'loading', 'running', 'cancelling') AND seq > ?
-      ORDER BY seq LIMIT ?`);
+    this.unfinishedStatement = db.prepare<[], Pick<DbTask, 'seq' | 'status' | 'on_restart'>>(`
+      SELECT seq, status, on_restart FROM tasks WHERE status IN ('queued', 'loading', 'running', 'cancelling') ORDER BY seq`);
+    this.getManyStatement = db.prepare<[string], DbTask>(
+      'SELECT * FROM tasks WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq');
     this.unfinishedForModelStatement = db.prepare<[string], { n: number }>(`
       SELECT count(*) AS n FROM tasks WHERE model = ? AND status IN ('queued', 'loading', 'running', 'cancelling')`);
     this.deleteStatement = db.prepare('DELETE FROM tasks WHERE id = ?');
@@ -167,9 +169,13 @@ export class TaskTable {
     return row ? toTask(row) : null;
   }
 
-  /** Unfinished tasks in creation order, a page at a time (recovery). */
-  unfinishedAfter(seq: number, limit: number): Task[] {
-    return this.unfinishedStatement.all(seq, limit).map(toTask);
+  /** Every unfinished task's position, status and policy, in creation order (recovery). */
+  unfinished(): Array<{ seq: number; status: TaskStatus; onRestart: RestartPolicy }> {
+    return this.unfinishedStatement.all().map((row) => ({ seq: row.seq, status: row.status, onRestart: row.on_restart }));
+  }
+
+  getMany(seqs: readonly number[]): Task[] {
+    return this.getManyStatement.all(JSON.stringify(seqs)).map(toTask);
   }
 
   countUnfinishedForModel(model: string): number {

@@ -1,0 +1,103 @@
+/**
+ * Pairing and client management (LMSP section 4): codes made by the operator, exchanged once for
+ * a token, and the operator's own token kept in the data directory for the local CLI.
+ */
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ServiceError } from '../api/errors.js';
+import type { ClientObject } from '../api/types.js';
+import { newId } from '../ids.js';
+import type { Store } from '../store/index.js';
+import { nowSeconds } from '../time.js';
+import { hashPairingCode, looksLikeToken, newPairingCode, newToken, normalizePairingCode, sha256 } from './secrets.js';
+import { DEFAULT_SCOPES, type Client, type Scope } from './types.js';
+
+export const OPERATOR_TOKEN_FILE = 'operator.token';
+export const DEFAULT_PAIRING_TTL_MS = 10 * 60_000;
+
+export function toClientObject(client: Client): ClientObject {
+  return {
+    object: 'client',
+    id: client.id,
+    name: client.name,
+    scopes: client.scopes,
+    created_at: client.createdAt,
+    last_used_at: client.lastUsedAt,
+    revoked_at: client.revokedAt,
+  };
+}
+
+export interface IssuedPairingCode {
+  code: string;
+  name: string | null;
+  scopes: Scope[];
+  expiresAt: number;
+}
+
+/** Makes a single-use pairing code; only its hash is stored. Runs in the caller's transaction. */
+export function createPairingCode(store: Store, options: { name?: string | null; scopes?: readonly Scope[]; ttlMs?: number }): IssuedPairingCode {
+  const code = newPairingCode();
+  const now = nowSeconds();
+  const scopes = [...new Set(options.scopes ?? DEFAULT_SCOPES)];
+  const expiresAt = now + Math.max(1, Math.round((options.ttlMs ?? DEFAULT_PAIRING_TTL_MS) / 1000));
+  store.pairingCodes.insert(hashPairingCode(normalizePairingCode(code)!), { name: options.name ?? null, scopes, createdAt: now, expiresAt });
+  return { code, name: options.name ?? null, scopes, expiresAt };
+}
+
+/**
+ * Exchanges a code for a new client and its token, in one transaction (the code is claimed by a
+ * conditional update, so it can be used once). Wrong, used and expired codes look the same.
+ */
+export function pairClient(store: Store, code: string, clientName: string): { client: Client; token: string } {  const normalized = normalizePairingCode(code);
+  const clientId = newId('cli');
+  const now = nowSeconds();
+  const claimed = normalized ? store.pairingCodes.claim(hashPairingCode(normalized), clientId, now) : null;
+  if (!claimed) throw new ServiceError('invalid_pairing_code');
+  const token = newToken();
+  const client: Client = {
+    id: clientId, name: clientName, scopes: claimed.scopes, kind: 'paired', createdAt: now, lastUsedAt: null, revokedAt: null,
+  };
+  store.clients.insert(client, sha256(token));
+  return { client, token };
+}
+
+/** The client a bearer token belongs to, if it is a live one. */
+export function authenticate(store: Store, token: string): Client | null {
+  if (!looksLikeToken(token)) return null;
+  const client = store.clients.findByTokenHash(sha256(token));
+  return client && client.revokedAt === null ? client : null;
+}
+
+/**
+ * Makes sure the local operator has a working admin token in `<data-dir>/operator.token`
+ * (mode 0600), so the CLI never needs a token copied by hand (LMSP section 4).
+ */
+export function ensureOperatorToken(store: Store, dataDir: string): Client {
+  const path = join(dataDir, OPERATOR_TOKEN_FILE);
+  if (existsSync(path)) {
+    const existing = authenticate(store, readFileSync(path, 'utf8').trim());
+    if (existing && existing.kind === 'operator') return existing;
+  }
+  const token = newToken();
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${token}\n`, { mode: 0o600 });
+  const client = store.db.transaction(() => {
+    const operator = store.clients.operator();
+    if (operator) {
+      store.clients.replaceToken(operator.id, sha256(token));
+      return operator;
+    }
+    const created: Client = {
+      id: newId('cli'), name: 'operator', scopes: ['admin'], kind: 'operator', createdAt: nowSeconds(), lastUsedAt: null, revokedAt: null,
+    };
+    store.clients.insert(created, sha256(token));
+    return created;
+  });
+  renameSync(temporary, path);
+  return client;
+}
+
+export function readOperatorToken(dataDir: string): string | null {
+  const path = join(dataDir, OPERATOR_TOKEN_FILE);
+  return existsSync(path) ? readFileSync(path, 'utf8').trim() : null;
+}

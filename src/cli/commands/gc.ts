@@ -1,0 +1,28 @@
+/** `lmsp gc`: run the retention sweeper by hand (LMSP section 10). */
+import type { Command } from 'commander';
+import { resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
+import { retentionCutoff, Sweeper } from '../../tasks/sweeper.js';
+import { action, openStore, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+
+export function registerGc(program: Command): void {
+  withCommonOptions(program.command('gc')
+    .description('delete finished tasks older than the retention period, now')
+    .option('--retention <duration>', "override the retention period ('forever' keeps everything)")
+    .option('--dry-run', 'count what would be deleted, delete nothing'))
+    .action(action(async (options: CommonOptions & { retention?: string; dryRun?: boolean }) => {
+      const store = openStore(options);
+      const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
+      const config = resolveConfig({ flags: options.retention ? { retentionMs: options.retention } : {}, dataDirFlag: options.dataDir, stored });
+      if (options.dryRun) {
+        const counts = store.retention.countExpired(retentionCutoff(config.retentionMs));
+        await store.close();
+        if (options.json) printJson({ dry_run: true, tasks: counts.tasks, events: counts.events });
+        else process.stdout.write(`would delete ${counts.tasks} finished tasks and ${counts.events} events (nothing deleted)\n`);
+        return;
+      }
+      const counts = await new Sweeper(store, { retentionMs: config.retentionMs, sweepIntervalMs: Infinity }).sweep();
+      await store.close();
+      if (options.json) printJson({ dry_run: false, tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });
+      else process.stdout.write(`deleted ${counts.tasks} finished tasks, ${counts.events} events, ${counts.idempotencyKeys} idempotency keys and ${counts.pairingCodes} pairing codes\n`);
+    }));
+}

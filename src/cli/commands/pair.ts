@@ -1,0 +1,45 @@
+/** `lmsp pair`: make a pairing code, with the service running or not (LMSP section 4). */
+import type { Command } from 'commander';
+import { createPairingCode, DEFAULT_PAIRING_TTL_MS } from '../../auth/clients.js';
+import { DEFAULT_SCOPES, isScope, SCOPES, type Scope } from '../../auth/types.js';
+import { parseDuration } from '../../time.js';
+import { action, CliError, EXIT_USAGE, formatTime, openStore, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+
+export function parseScopes(text: string | undefined): Scope[] | undefined {
+  if (text === undefined) return undefined;
+  const scopes = text.split(/[\s,]+/).filter(Boolean);
+  const unknown = scopes.filter((scope) => !isScope(scope));
+  if (unknown.length > 0 || scopes.length === 0) {
+    throw new CliError(`unknown scope ${unknown.join(', ') || '(none)'}; scopes are ${SCOPES.join(', ')}`, EXIT_USAGE);
+  }
+  return scopes as Scope[];
+}
+
+export function registerPair(program: Command): void {
+  withCommonOptions(program.command('pair')
+    .description('make a single-use pairing code for a new client')
+    .option('--name <name>', 'name for the client that pairs with this code')
+    .option('--scopes <list>', `comma-separated scopes (${SCOPES.join(', ')}); default ${DEFAULT_SCOPES.join(',')}`)
+    .option('--ttl <duration>', 'how long the code stays valid', '10m'))
+    .action(action((options: CommonOptions & { name?: string; scopes?: string; ttl: string }) => {
+      const ttlMs = parseDuration(options.ttl);
+      if (ttlMs === null || ttlMs < 1000) throw new CliError(`--ttl: expected a duration like 30s, 10m or 1h, got '${options.ttl}'`, EXIT_USAGE);
+      const scopes = parseScopes(options.scopes);
+      const store = openStore(options);
+      const issued = store.db.transaction(() => createPairingCode(store, { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs: ttlMs ?? DEFAULT_PAIRING_TTL_MS }));
+      store.db.sqlite.close();
+      if (options.json) {
+        printJson({ code: issued.code, expires_at: issued.expiresAt, scopes: issued.scopes });
+        return;
+      }
+      process.stdout.write([
+        `Pairing code: ${issued.code}`,
+        `Scopes:       ${issued.scopes.join(', ')}`,
+        `Expires:      ${formatTime(issued.expiresAt)} (single use)`,
+        '',
+        'The client exchanges it for its token with:',
+        `  curl -s http://127.0.0.1:5677/v1/pair -H 'content-type: application/json' -d '{"code": "${issued.code}", "client_name": "my-app"}'`,
+        '',
+      ].join('\n'));
+    }));
+}

@@ -1,0 +1,56 @@
+/**
+ * Messages between the service and a runner process (engine/runner.ts). llama.cpp lives in the
+ * runner, so a native abort there (GGML_ASSERT on a malformed model) ends that process and fails
+ * its task with `engine_error`, instead of taking the service down.
+ */
+import type { TaskErrorCode } from '../api/errors.js';
+import type { ChatMessage, FinishReason, Sampling } from '../tasks/types.js';
+
+export interface RunnerModel {
+  id: string;
+  path: string;
+  digest: string;
+}
+
+export interface RunnerSettings {
+  gpu: 'auto' | 'cpu' | 'cuda' | 'vulkan' | 'metal';
+  threads: number;
+  /** Where sequence states are saved for fast exact resume. */
+  stateDir: string;
+  /** LMSP_DEBUG_TOKEN_DELAY_MS: each generated token takes at least this long. */
+  tokenDelayMs: number;
+}
+
+export type ParentMessage =
+  | { type: 'load'; requestId: number; model: RunnerModel }
+  | { type: 'unload'; requestId: number }
+  | { type: 'count'; requestId: number; model: RunnerModel; messages: ChatMessage[] }
+  | {
+      type: 'generate';
+      requestId: number;
+      taskId: string;
+      model: RunnerModel;
+      messages: ChatMessage[];
+      sampling: Sampling;
+      /** Token ids already committed for this attempt (the snapshot); empty for a fresh start. */
+      resumeTokens: number[];
+    }
+  | { type: 'cancel'; requestId: number };
+
+export interface OutputUnitMessage {
+  text: string;
+  tokens: number[];
+}
+
+export type RunnerMessage =
+  | { type: 'ready'; pid: number; gpu: string | false }
+  | { type: 'loaded'; requestId: number; contextLength: number }
+  | { type: 'unloaded'; requestId: number }
+  | { type: 'counted'; requestId: number; tokens: number; contextLength: number }
+  | { type: 'prompt'; requestId: number; inputTokens: number }
+  /** Prompt processing is over; from here a cancel is honoured between tokens. */
+  | { type: 'generating'; requestId: number }
+  | { type: 'output'; requestId: number; units: OutputUnitMessage[] }
+  | { type: 'done'; requestId: number; finishReason: FinishReason }
+  | { type: 'cancelled'; requestId: number }
+  | { type: 'error'; requestId: number; code: TaskErrorCode; message: string };

@@ -1,0 +1,121 @@
+/**
+ * Builds the Fastify app: JSON only, errors in the LMSP shape (section 9), every route declaring
+ * the scope it needs (section 4), and the routes of each resource from their own file.
+ */
+import Ajv from 'ajv';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { ERROR_CODES, ServiceError, invalidRequest } from '../api/errors.js';
+import { isStorageError, toStorageUnavailable } from '../store/db.js';
+import type { AppServices } from './services.js';
+import { registerAuth } from './auth.js';
+import { registerServiceRoutes } from './routes/service.js';
+import { registerResponseRoutes } from './routes/responses.js';
+import { registerTaskRoutes } from './routes/tasks.js';
+import { registerModelRoutes } from './routes/models.js';
+import { registerClientRoutes } from './routes/clients.js';
+
+/** JSON Pointer of an ajv error to an OpenAI-style param: `/input/0/role` -> `input[0].role`. */
+export function paramFromPointer(pointer: string, missing?: string): string | null {
+  const parts = pointer.split('/').slice(1).map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (missing) parts.push(missing);
+  let param = '';
+  for (const part of parts) param += /^\d+$/.test(part) ? `[${part}]` : param ? `.${part}` : part;
+  return param || null;
+}
+
+interface AjvError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+function validationError(errors: AjvError[], part: string): ServiceError {
+  // The deepest error is the most specific (anyOf reports its branches first, then itself).
+  const error = [...errors].sort((a, b) => b.instancePath.length - a.instancePath.length)[0]!;
+  const missing = error.keyword === 'required' ? String(error.params.missingProperty) : undefined;
+  const param = paramFromPointer(error.instancePath, missing) ?? (part === 'body' ? null : part);
+  if (missing) return invalidRequest(param, `Missing required parameter: '${param}'.`);
+  if (error.keyword === 'type' && !error.instancePath) return invalidRequest(null, `The ${part} must be a JSON object.`);
+  return invalidRequest(param, `Invalid value for '${param}': ${error.message ?? 'not allowed'}.`);
+}
+
+function sendError(reply: FastifyReply, error: ServiceError): FastifyReply {
+  const definition = ERROR_CODES[error.code];
+  reply.code(definition.status);
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  if ('retryable' in definition && definition.retryable === false) reply.header('x-should-retry', 'false');
+  if (error.code === 'invalid_token') reply.header('www-authenticate', 'Bearer');
+  return reply.send(error.toBody());
+}
+
+/** Any error to the ServiceError a client sees. */
+export function toServiceError(error: unknown): ServiceError {
+  if (error instanceof ServiceError) return error;
+  if (isStorageError(error)) return toStorageUnavailable(error);
+  const fastifyError = error as FastifyError & { validation?: AjvError[]; validationContext?: string };
+  if (fastifyError.validation) return validationError(fastifyError.validation, fastifyError.validationContext ?? 'body');
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ServiceError('request_too_large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ServiceError('unsupported_media_type');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ServiceError('invalid_json', `The request body is not valid JSON: ${fastifyError.message}`);
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return invalidRequest(null, 'The Content-Length header does not match the body.');
+  }
+  if (error instanceof SyntaxError) return new ServiceError('invalid_json', `The request body is not valid JSON: ${error.message}`);
+  return new ServiceError('internal_error', undefined, { cause: error });
+}
+
+export async function buildApp(services: AppServices): Promise<FastifyInstance> {
+  const { config } = services;
+  const app = Fastify({
+    ...(services.logger ? { loggerInstance: services.logger as FastifyBaseLogger } : { logger: false }),
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: config.bodyLimitBytes,
+    forceCloseConnections: true,
+    return503OnClosing: true,
+    ajv: { customOptions: { coerceTypes: false } },
+  });
+
+  // Bodies are validated strictly (a string is never taken for a number: LMSP section 2 wants
+  // a 400 naming the field); query strings are text and are coerced to their declared types.
+  const bodyValidator = new Ajv.default({ coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, strict: false });
+  const queryValidator = new Ajv.default({ coerceTypes: true, useDefaults: true, removeAdditional: false, allErrors: false, strict: false });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyValidator : queryValidator).compile(schema));
+
+  // JSON only (LMSP section 2). An empty body is an empty object, so body-less POSTs (cancel,
+  // verify) work with clients that still send `Content-Type: application/json`.
+  app.removeAllContentTypeParsers();
+  const parseJson = (_request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
+    const text = body.toString().trim();
+    if (text === '') return done(null, {});
+    try {
+      done(null, JSON.parse(text));
+    } catch (error) {
+      done(new ServiceError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
+    }
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
+  app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'string' }, parseJson);
+
+  app.setErrorHandler((error, request, reply) => {
+    const serviceError = toServiceError(error);
+    if (serviceError.status >= 500) request.log.error({ err: error, url: request.url }, 'request failed');
+    return sendError(reply, serviceError);
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`)));
+
+  registerAuth(app, services);
+  registerServiceRoutes(app, services);
+  registerResponseRoutes(app, services);
+  registerTaskRoutes(app, services);
+  registerModelRoutes(app, services);
+  registerClientRoutes(app, services);
+  return app;
+}
+
+export type { FastifyRequest };

@@ -1,0 +1,21 @@
+/** Service identity and health (LMSP section 3); neither needs a token. */
+import type { FastifyInstance } from 'fastify';
+import type { ServiceObject } from '../../api/types.js';
+import { SOFTWARE_VERSION } from '../../paths.js';
+import type { AppServices } from '../services.js';
+
+export function registerServiceRoutes(app: FastifyInstance, services: AppServices): void {
+  app.get('/v1/service', { config: { access: 'public' } }, async (): Promise<ServiceObject> => ({
+    object: 'service',
+    id: services.serviceId,
+    name: services.config.name,
+    protocol: 'lmsp',
+    protocol_version: '1.0',
+    software: { name: 'lmsp', version: SOFTWARE_VERSION },
+    capabilities: { background: true, stream: true, resume: true, idempotency: true },
+  }));
+
+  // The service listens only once the database is open, migrated and recovered, so answering
+  // at all means healthy.
+  app.get('/healthz', { config: { access: 'public' } }, async () => ({ status: 'ok' }));
+}

@@ -1,0 +1,124 @@
+/**
+ * JSON Schemas of requests. They validate every request (a wrong type or range is a 400 naming the
+ * field, LMSP section 2) and describe the API in /v1/openapi.json, so the two cannot drift.
+ * Unknown fields are ignored, as LMSP section 2 asks.
+ */
+import { RESTART_POLICIES, TASK_STATUSES } from '../tasks/states.js';
+import { SCOPES } from '../auth/types.js';
+
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+const contentPart = {
+  type: 'object',
+  required: ['type', 'text'],
+  properties: {
+    type: { type: 'string', enum: ['input_text', 'output_text'] },
+    text: { type: 'string' },
+  },
+} as const;
+
+const message = {
+  type: 'object',
+  required: ['role', 'content'],
+  properties: {
+    type: { type: 'string', enum: ['message'] },
+    role: { type: 'string', enum: ['user', 'assistant', 'system', 'developer'] },
+    content: { anyOf: [{ type: 'string' }, { type: 'array', items: contentPart }] },
+  },
+} as const;
+
+export const createResponseBody = {
+  type: 'object',
+  required: ['model', 'input'],
+  properties: {
+    model: { type: 'string', minLength: 1, description: 'A registered model id.' },
+    input: {
+      description: 'A string, or an array of messages.',
+      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: message }],
+    },
+    instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
+    previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },
+    max_output_tokens: { type: ['integer', 'null'], minimum: 1, description: "1 to the model's context length; default 1024." },
+    temperature: { type: ['number', 'null'], minimum: 0, maximum: 2, description: '0 is greedy; default 1.' },
+    top_p: { type: ['number', 'null'], minimum: 0, maximum: 1, description: 'Default 1.' },
+    seed: { type: ['integer', 'null'], minimum: -MAX_SAFE, maximum: MAX_SAFE, description: 'LMSP: fixes the sampling; chosen and recorded when absent.' },
+    stream: { type: ['boolean', 'null'], description: 'Answer with server-sent events.' },
+    background: { type: ['boolean', 'null'], description: 'Answer 202 once the task is on disk.' },
+    store: { type: ['boolean', 'null'], description: 'false: delete the response as soon as it finishes.' },
+    metadata: {
+      type: ['object', 'null'],
+      maxProperties: 16,
+      propertyNames: { maxLength: 64 },
+      additionalProperties: { type: 'string', maxLength: 512 },
+    },
+    on_restart: {
+      type: ['string', 'null'],
+      enum: [...RESTART_POLICIES, null],
+      description: 'LMSP: what a restart does to the unfinished task; default resume for background, fail otherwise.',
+    },
+  },
+} as const;
+
+export const idParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string' } },
+} as const;
+
+export const retrieveResponseQuery = {
+  type: 'object',
+  properties: {
+    stream: { type: 'boolean', description: 'Replay the events after starting_after, then follow live.' },
+    starting_after: { type: 'integer', minimum: 0 },
+  },
+} as const;
+
+export const listTasksQuery = {
+  type: 'object',
+  properties: {
+    status: {
+      type: 'string',
+      pattern: `^(${TASK_STATUSES.join('|')})(,(${TASK_STATUSES.join('|')}))*$`,
+      description: 'Comma-separated statuses.',
+    },
+    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 },
+    after: { type: 'string', description: 'Cursor: the last id of the previous page.' },
+    order: { type: 'string', enum: ['asc', 'desc'], default: 'desc' },
+  },
+} as const;
+
+export const taskEventsQuery = {
+  type: 'object',
+  properties: {
+    starting_after: { type: 'integer', minimum: 0, default: 0 },
+    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+    stream: { type: 'boolean' },
+  },
+} as const;
+
+export const registerModelBody = {
+  type: 'object',
+  required: ['path'],
+  properties: {
+    path: { type: 'string', minLength: 1, description: 'A GGUF file inside the models directory (relative paths start there).' },
+    id: { type: 'string', minLength: 1, maxLength: 128 },
+  },
+} as const;
+
+export const pairingCodeBody = {
+  type: 'object',
+  properties: {
+    name: { type: ['string', 'null'], maxLength: 200 },
+    scopes: { type: 'array', items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
+    ttl_seconds: { type: 'integer', minimum: 1, maximum: 7 * 24 * 3600 },
+  },
+} as const;
+
+export const pairBody = {
+  type: 'object',
+  required: ['code', 'client_name'],
+  properties: {
+    code: { type: 'string', minLength: 1, maxLength: 64 },
+    client_name: { type: 'string', minLength: 1, maxLength: 200 },
+  },
+} as const;

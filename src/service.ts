@@ -1,0 +1,136 @@
+/**
+ * The service's composition root: open the store, recover (LMSP 11.3), sweep (section 10), then
+ * listen. Nothing is accepted before recovery is done (section 3: /healthz answers only then).
+ */
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { ensureOperatorToken } from './auth/clients.js';
+import { FailureRateLimiter } from './auth/rate-limit.js';
+import type { ServiceConfig } from './config.js';
+import { RunnerPool } from './engine/runner-pool.js';
+import { buildApp } from './http/app.js';
+import { ModelRegistry } from './models/registry.js';
+import { SOFTWARE_VERSION } from './paths.js';
+import { Store } from './store/index.js';
+import { TaskEventBus } from './tasks/event-bus.js';
+import { recoverUnfinishedTasks } from './tasks/recovery.js';
+import { Scheduler } from './tasks/scheduler.js';
+import { Sweeper } from './tasks/sweeper.js';
+
+export const SERVICE_FILE = 'service.json';
+export const STATE_DIR = 'state';
+const SSE_HEARTBEAT_MS = 15_000;
+
+export interface ServiceInfo {
+  url: string;
+  pid: number;
+  id: string;
+  version: string;
+  started_at: number;
+}
+
+export interface RunningService {
+  url: string;
+  info: ServiceInfo;
+  app: FastifyInstance;
+  store: Store;
+  close(): Promise<void>;
+}
+
+export function createLogger(config: Pick<ServiceConfig, 'logLevel'>): Logger {
+  return pino({ level: config.logLevel, base: { pid: process.pid }, redact: ['req.headers.authorization'] });
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+}
+
+/** Saved sequence states of tasks that will not resume are of no more use. */
+function removeStaleStates(stateDir: string, keepTaskIds: Set<string>): void {
+  if (!existsSync(stateDir)) return;
+  for (const file of readdirSync(stateDir)) {
+    const taskId = file.replace(/\.state(\.tmp)?$/, '');
+    if (!keepTaskIds.has(taskId)) rmSync(join(stateDir, file), { force: true });
+  }
+}
+
+/** Opens the store for a service whose settings come partly from it (`service_config`). */
+export function openServiceStore(dataDir: string, bus: TaskEventBus): Store {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  return Store.open(dataDir, { notifier: bus });
+}
+
+export async function startService(config: ServiceConfig, store: Store, bus: TaskEventBus, log: Logger): Promise<RunningService> {
+  const serviceId = store.db.transaction(() => store.config.ensureServiceId());
+  const registry = new ModelRegistry(store, config.modelsDir);
+  await registry.ensureBuiltin();
+
+  // LMSP 11.2: at startup, every unfinished task gets its restart policy, before anything else.
+  const started = performance.now();
+  const report = recoverUnfinishedTasks(store, config.maxRestarts);
+  log.info({ ...report, ms: Math.round(performance.now() - started) }, 'recovered unfinished tasks');
+  const stateDir = join(config.dataDir, STATE_DIR);
+  removeStaleStates(stateDir, new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
+
+  ensureOperatorToken(store, config.dataDir);
+  const engine = new RunnerPool({
+    slots: config.parallel,
+    maxLoadedModels: config.maxLoadedModels,
+    keepAliveMs: config.keepAliveMs,
+    settings: { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs },
+    debug: config.debug,
+    log: (level, message) => log[level](message),
+  });
+  const scheduler = new Scheduler(store, engine, registry, bus, { parallel: config.parallel, log: {
+    info: (message, fields) => log.info(fields ?? {}, message),
+    warn: (message, fields) => log.warn(fields ?? {}, message),
+    error: (message, fields) => log.error(fields ?? {}, message),
+  } });
+  const sweeper = new Sweeper(store, { retentionMs: config.retentionMs, sweepIntervalMs: config.sweepIntervalMs },
+    (counts) => log.info(counts, 'swept expired records'));
+  // LMSP section 10: the sweeper runs after recovery at startup, then periodically.
+  await sweeper.sweep();
+  sweeper.start();
+
+  const app = await buildApp({
+    config, serviceId, store, registry, engine, scheduler, bus,
+    pairingLimiter: new FailureRateLimiter(),
+    logger: log,
+    heartbeatMs: SSE_HEARTBEAT_MS,
+  });
+  scheduler.start();
+  if (!isLoopback(config.host)) {
+    log.warn({ host: config.host }, 'listening beyond loopback: anyone who can reach this port can try pairing codes and use paired tokens');
+  }
+  const url = await app.listen({ host: config.host, port: config.port });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const displayHost = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const info: ServiceInfo = { url: `http://${displayHost}:${port}`, pid: process.pid, id: serviceId, version: SOFTWARE_VERSION, started_at: Math.floor(Date.now() / 1000) };
+  const serviceFile = join(config.dataDir, SERVICE_FILE);
+  writeFileSync(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`, { mode: 0o600 });
+  renameSync(`${serviceFile}.tmp`, serviceFile);
+  log.info({ url: info.url, listening: url, data_dir: config.dataDir, id: serviceId }, `lmsp ${SOFTWARE_VERSION} listening on ${info.url}`);
+
+  let closing: Promise<void> | null = null;
+  return {
+    url: info.url,
+    info,
+    app,
+    store,
+    close: () => {
+      closing ??= (async () => {
+        await app.close();
+        await scheduler.stop();
+        await sweeper.stop();
+        await engine.close();
+        await store.close();
+        rmSync(serviceFile, { force: true });
+      })();
+      return closing;
+    },
+  };
+}

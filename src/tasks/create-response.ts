@@ -1,0 +1,142 @@
+/**
+ * From a `POST /v1/responses` body to the records that make a response and its task (LMSP
+ * section 6): defaults, the conversation with its previous responses, and the checks that need
+ * the model (its context length).
+ */
+import { ServiceError, invalidRequest } from '../api/errors.js';
+import type { CreateResponseBody, MessageInput } from '../api/types.js';
+import { hasScope, type Client } from '../auth/types.js';
+import type { Engine } from '../engine/engine.js';
+import { randomSeed } from '../engine/sampling.js';
+import { newId } from '../ids.js';
+import type { ModelRegistry } from '../models/registry.js';
+import type { Store } from '../store/index.js';
+import { nowSeconds } from '../time.js';
+import { isFinal } from './states.js';
+import type { ChatMessage, InputItem, StoredResponse, Task } from './types.js';
+
+export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
+/** Room for a chat template's own text around each message, in the quick upper bound below. */
+const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
+
+function normalizeInput(input: string | MessageInput[]): InputItem[] {
+  const messages: MessageInput[] = typeof input === 'string' ? [{ role: 'user', content: input }] : input;
+  return messages.map((message) => ({
+    id: newId('msg'),
+    type: 'message',
+    role: message.role,
+    status: 'completed',
+    content: typeof message.content === 'string'
+      ? [{ type: message.role === 'assistant' ? 'output_text' : 'input_text', text: message.content }]
+      : message.content.map((part) => ({ type: part.type, text: part.text })),
+  }));
+}
+
+function toChatMessages(items: readonly InputItem[]): ChatMessage[] {
+  return items.map((item) => ({ role: item.role, content: item.content.map((part) => part.text).join('') }));
+}
+
+/** The messages the model sees: the instructions first, then the conversation. */
+export function promptMessages(response: Pick<StoredResponse, 'instructions' | 'context'>): ChatMessage[] {
+  return response.instructions ? [{ role: 'system', content: response.instructions }, ...response.context] : response.context;
+}
+
+export interface PreparedResponse {
+  response: StoredResponse;
+  task: Task;
+}
+
+export async function prepareResponse(deps: { store: Store; registry: ModelRegistry; engine: Engine }, client: Client,
+  body: CreateResponseBody): Promise<PreparedResponse> {
+  const { store, registry, engine } = deps;
+  const model = registry.get(body.model);
+  if (!model) throw new ServiceError('model_not_found', `The model '${body.model}' does not exist.`, { param: 'model' });
+  const background = body.background ?? false;
+  const stream = body.stream ?? false;
+  const storeResponse = body.store ?? true;
+  if (background && !storeResponse) throw invalidRequest('store', 'background responses must be stored: store cannot be false with background: true');
+
+  let context: ChatMessage[] = [];
+  if (body.previous_response_id) {
+    const previous = store.responses.get(body.previous_response_id);
+    const visible = previous && (previous.clientId === client.id || hasScope(client, 'admin'));
+    if (!previous || !visible) {
+      throw new ServiceError('not_found', `Previous response with id '${body.previous_response_id}' not found.`, { param: 'previous_response_id' });
+    }
+    const previousTask = store.tasks.getByResponse(previous.id);
+    if (!previousTask || !isFinal(previousTask.status)) {
+      throw new ServiceError('response_not_finished', `Previous response '${previous.id}' has not finished yet.`, { param: 'previous_response_id' });
+    }
+    context = [...previous.context, { role: 'assistant', content: previous.outputText ?? '' }];
+  }
+  const inputItems = normalizeInput(body.input);
+  context = [...context, ...toChatMessages(inputItems)];
+
+  const contextLength = model.contextLength ?? Number.MAX_SAFE_INTEGER;
+  const maxOutputTokens = body.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);
+  if (maxOutputTokens > contextLength) {
+    throw invalidRequest('max_output_tokens', `max_output_tokens must be at most the model's context length (${contextLength})`);
+  }
+  const instructions = body.instructions ?? null;
+  const messages = promptMessages({ instructions, context });
+  // Every token covers at least one byte, so bytes plus the template's allowance bound the prompt
+  // from above; only when that bound does not fit is the exact count asked of the engine.
+  const bound = messages.reduce((sum, message) => sum + Buffer.byteLength(message.content) + TEMPLATE_ALLOWANCE_PER_MESSAGE, TEMPLATE_ALLOWANCE_PER_MESSAGE);
+  if (bound + maxOutputTokens > contextLength) {
+    let inputTokens: number | null = null;
+    try {
+      inputTokens = (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, messages)).tokens;
+    } catch {
+      // The engine cannot tell now (model unreadable, runner down): the task checks it again.
+    }
+    if (inputTokens !== null && inputTokens + maxOutputTokens > contextLength) {
+      throw new ServiceError('context_length_exceeded',
+        `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
+        { param: 'input' });
+    }
+  }
+
+  const createdAt = nowSeconds();
+  const response: StoredResponse = {
+    id: newId('resp'),
+    clientId: client.id,
+    model: model.id,
+    createdAt,
+    background,
+    stream,
+    store: storeResponse,
+    instructions,
+    previousResponseId: body.previous_response_id ?? null,
+    maxOutputTokens,
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? 1,
+    seed: body.seed ?? randomSeed(),
+    metadata: body.metadata ?? {},
+    inputItems,
+    context,
+    outputItemId: newId('msg'),
+    outputText: null,
+  };
+  const task: Task = {
+    seq: 0,
+    id: newId('task'),
+    kind: 'response',
+    responseId: response.id,
+    clientId: client.id,
+    model: model.id,
+    status: 'queued',
+    onRestart: body.on_restart ?? (background ? 'resume' : 'fail'),
+    attempt: 1,
+    restarts: 0,
+    createdAt,
+    startedAt: null,
+    finishedAt: null,
+    lastSequenceNumber: 0,
+    outputStartSeq: 0,
+    inputTokens: null,
+    outputTokens: 0,
+    finishReason: null,
+    error: null,
+  };
+  return { response, task };
+}

@@ -1,0 +1,53 @@
+/**
+ * Replays a task's log from a sequence number and follows it live until its terminal event
+ * (LMSP 6 and 7.3): the source of every stream the service sends.
+ */
+import type { Store } from '../store/index.js';
+import { TERMINAL_EVENTS, type DbTaskEvent } from '../store/events.js';
+import type { TaskEventBus } from './event-bus.js';
+
+const PAGE = 500;
+
+export type FollowEnd = 'terminal' | 'aborted' | 'gone';
+
+/**
+ * Calls `deliver` with each page of events after `afterSequence`, waiting for new commits in
+ * between, until the terminal event has been delivered, the signal aborts, or the task is gone.
+ */
+export async function followTask(store: Store, bus: TaskEventBus, taskId: string, afterSequence: number,
+  signal: AbortSignal, deliver: (events: DbTaskEvent[]) => Promise<void> | void): Promise<FollowEnd> {
+  let wake: (() => void) | null = null;
+  let changed = false;
+  const unsubscribe = bus.subscribe(taskId, () => {
+    changed = true;
+    wake?.();
+  });
+  const onAbort = () => wake?.();
+  signal.addEventListener('abort', onAbort);
+  let last = afterSequence;
+  try {
+    for (;;) {
+      if (signal.aborted) return 'aborted';
+      changed = false;
+      const events = store.events.after(taskId, last, PAGE);
+      if (events.length > 0) {
+        await deliver(events);
+        last = events.at(-1)!.sequence_number;
+        if (events.some((event) => TERMINAL_EVENTS.has(event.type))) return 'terminal';
+        continue;
+      }
+      const task = store.tasks.get(taskId);
+      if (!task) return 'gone';
+      // A task whose terminal event is already behind `afterSequence` has nothing more to send.
+      if (task.finishedAt !== null && task.lastSequenceNumber <= last) return 'terminal';
+      if (changed) continue;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = null;
+    }
+  } finally {
+    unsubscribe();
+    signal.removeEventListener('abort', onAbort);
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * The scheduler: `parallel` generation slots, filled first with tasks resumed at startup, then
+ * with queued tasks in creation order (FIFO). Each task runs in a worker that moves it through
+ * loading and running, streams its output into the log as delta events (with the token ids that
+ * make the resume snapshot) and records how it ended. A cancel accepted by the store reaches the
+ * worker through the event bus and stops the generation.
+ */
+import { ServiceError } from '../api/errors.js';
+import { EngineError, GenerationCancelled, type Engine, type EngineLease, type OutputUnit } from '../engine/engine.js';
+import type { ModelRegistry } from '../models/registry.js';
+import type { Store } from '../store/index.js';
+import { promptMessages } from './create-response.js';
+import type { TaskEventBus } from './event-bus.js';
+import type { Task } from './types.js';
+
+export interface SchedulerLog {
+  info(message: string, fields?: object): void;
+  warn(message: string, fields?: object): void;
+  error(message: string, fields?: object): void;
+}
+
+interface Claim {
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+/**
+ * Coalesces output into as few transactions as the database allows: units that arrive while a
+ * write is queued join that write, so a commit carries whatever was generated since the last one.
+ */
+class OutputWriter {
+  private units: OutputUnit[] = [];
+  private pending: Promise<void> | null = null;
+  failure: unknown = null;
+
+  constructor(private readonly store: Store, private readonly taskId: string, private readonly onRejected: () => void) {}
+
+  push(units: OutputUnit[]): void {
+    this.units.push(...units);
+    this.pending ??= this.store.db.write((context) => {
+      const batch = this.units;
+      this.units = [];
+      this.pending = null;
+      return this.store.lifecycle.appendOutput(context, this.taskId, batch);
+    }).then((accepted) => {
+      if (!accepted) this.onRejected();
+    }, (error: unknown) => {
+      this.pending = null;
+      this.failure ??= error;
+      this.onRejected();
+    });
+  }
+
+  async flush(): Promise<void> {
+    while (this.pending) await this.pending;
+    if (this.units.length > 0 && this.failure === null) {
+      this.push([]);
+      await this.flush();
+    }
+  }
+}
+
+export class Scheduler {
+  private readonly claims = new Map<string, Claim>();
+  private stopped = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly engine: Engine,
+    private readonly registry: ModelRegistry,
+    private readonly bus: TaskEventBus,
+    private readonly options: { parallel: number; log: SchedulerLog },
+  ) {}
+
+  start(): void {
+    this.engine.onCapacity(() => this.pump());
+    // A cancel accepted anywhere (HTTP, a disconnecting client) reaches the worker here.
+    this.bus.onAnyTask((task) => {
+      if (task.status === 'cancelling') this.claims.get(task.id)?.abort.abort();
+      else if (task.status === 'queued') this.pump();
+    });
+    this.pump();
+  }
+
+  /** Ids of the tasks being worked on now. */
+  get activeTaskIds(): string[] {
+    return [...this.claims.keys()];
+  }
+
+  /** Fills free slots with the next runnable tasks. */
+  pump(): void {
+    if (this.stopped) return;
+    while (this.claims.size < this.options.parallel) {
+      const task = this.store.tasks.nextRunnable(this.claims.keys());
+      if (!task) return;
+      const model = this.registry.get(task.model);
+      const lease = model ? this.engine.acquire({ id: model.id, path: model.path, digest: model.digest }) : null;
+      if (model && !lease) return; // no capacity for this model yet: FIFO, so wait
+      const abort = new AbortController();
+      const claim: Claim = { abort, done: Promise.resolve() };
+      this.claims.set(task.id, claim);
+      claim.done = this.run(task, lease, abort).finally(() => {
+        lease?.release();
+        this.claims.delete(task.id);
+        this.pump();
+      });
+    }
+  }
+
+  private write<T>(work: Parameters<Store['db']['write']>[0]): Promise<T> {
+    return this.store.db.write(work) as Promise<T>;
+  }
+
+  private async run(task: Task, lease: EngineLease | null, abort: AbortController): Promise<void> {
+    const { store } = this;
+    const lifecycle = store.lifecycle;
+    let output: OutputWriter | null = null;
+    try {
+      const resumed = task.status === 'running';
+      if (!resumed) {
+        if (!lease || lease.needsLoad) {
+          if (!(await this.write<Task | null>((c) => lifecycle.startLoading(c, task.id)))) return;
+        }
+      }
+      if (!lease) throw new EngineError('model_not_found', `the model '${task.model}' is no longer registered`);
+      if (lease.needsLoad) {
+        await this.registry.checkBeforeLoad(task.model);
+        await lease.load(abort.signal);
+      }
+      if (!resumed && !(await this.write<Task | null>((c) => lifecycle.startRunning(c, task.id)))) return;
+
+      const current = store.tasks.get(task.id);
+      const response = store.responses.get(task.responseId);
+      if (!current || !response) return;
+      const resumeTokens = resumed ? store.events.snapshotTokens(task.id, current.outputStartSeq) : [];
+      if (resumed) this.options.log.info('resuming task', { task: task.id, tokens: resumeTokens.length });
+      output = new OutputWriter(store, task.id, () => abort.abort());
+      const writer = output;
+      const finishReason = await lease.generate(
+        {
+          taskId: task.id,
+          messages: promptMessages(response),
+          sampling: { temperature: response.temperature, topP: response.topP, seed: response.seed, maxOutputTokens: response.maxOutputTokens },
+          resumeTokens,
+        },
+        {
+          onPrompt: (inputTokens) => {
+            this.store.db.write(() => lifecycle.setInputTokens(task.id, inputTokens)).catch(() => undefined);
+          },
+          onOutput: (units) => writer.push(units),
+        },
+        abort.signal,
+      );
+      await writer.flush();
+      if (writer.failure) throw writer.failure;
+      await this.write((c) => lifecycle.complete(c, task.id, finishReason));
+    } catch (error) {
+      await output?.flush().catch(() => undefined);
+      await this.recordFailure(task, error, output?.failure ?? null);
+    }
+  }
+
+  private async recordFailure(task: Task, error: unknown, storageFailure: unknown): Promise<void> {
+    const lifecycle = this.store.lifecycle;
+    const storageError = storageFailure ?? (error instanceof ServiceError && error.code === 'storage_unavailable' ? error : null);
+    if (storageError || this.stopped) {
+      // Nothing more can be recorded now; the task stays as it is on disk and recovery applies
+      // its restart policy (resuming from what was committed) at the next start.
+      if (storageError) this.options.log.error('cannot record task progress', { task: task.id, error: String(storageError) });
+      return;
+    }
+    try {
+      if (error instanceof GenerationCancelled) {
+        await this.write((c) => lifecycle.finishCancel(c, task.id));
+      } else if (error instanceof EngineError) {
+        this.options.log.warn('task failed', { task: task.id, code: error.code, error: error.message });
+        await this.write((c) => lifecycle.fail(c, task.id, error.code, error.message));
+      } else {
+        this.options.log.error('task failed unexpectedly', { task: task.id, error: String((error as Error)?.stack ?? error) });
+        await this.write((c) => lifecycle.fail(c, task.id, 'engine_error', (error as Error)?.message ?? String(error)));
+      }
+    } catch (writeError) {
+      this.options.log.error('cannot record task outcome', { task: task.id, error: String(writeError) });
+    }
+  }
+
+  /** Stops taking work and abandons the running generations without recording anything: the
+   * tasks stay as they are on disk and are recovered by their restart policy at the next start. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const claim of this.claims.values()) claim.abort.abort();
+    await Promise.allSettled([...this.claims.values()].map((claim) => claim.done));
+  }
+}
