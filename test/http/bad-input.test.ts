@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { join } from 'node:path';
+import { api, withService, type TestService } from '../helpers/service.js';
+
+function rowCounts(service: TestService): Record<string, number> {
+  const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'), { readonly: true });
+  try {
+    const counts: Record<string, number> = {};
+    for (const table of ['responses', 'tasks', 'task_events', 'idempotency_keys']) {
+      counts[table] = (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    }
+    return counts;
+  } finally {
+    db.close();
+  }
+}
+
+interface ErrorBody {
+  error: { type: string; code: string; message: string; param: string | null };
+}
+
+async function expectError(response: Response, status: number, code: string, param?: string | null): Promise<ErrorBody> {
+  assert.equal(response.status, status, `status for ${code}`);
+  const body = (await response.json()) as ErrorBody;
+  assert.equal(body.error.code, code);
+  assert.equal(typeof body.error.message, 'string');
+  assert.equal(typeof body.error.type, 'string');
+  assert.ok('param' in body.error);
+  if (param !== undefined) assert.equal(body.error.param, param);
+  return body;
+}
+
+describe('bad input gets the documented error, never a 5xx, and writes nothing (LMSP sections 2, 9)', () => {
+  test('malformed JSON, wrong types, ranges, sizes and media types', () => withService({}, async (service) => {
+    const before = rowCounts(service);
+    const post = (body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+      api(service, '/v1/responses', { method: 'POST', body, headers });
+    await expectError(await post('{"model": "lmsp-tiny", "input": '), 400, 'invalid_json');
+    await expectError(await post('[1, 2'), 400, 'invalid_json');
+    await expectError(await post('"just a string"'), 400, 'invalid_request');
+    await expectError(await post('[]'), 400, 'invalid_request');
+    await expectError(await post('{}'), 400, 'invalid_request', 'model');
+    await expectError(await post('{"model": "lmsp-tiny"}'), 400, 'invalid_request', 'input');
+    const cases: Array<[object, string]> = [
+      [{ model: 5, input: 'x' }, 'model'],
+      [{ model: 'lmsp-tiny', input: 5 }, 'input'],
+      [{ model: 'lmsp-tiny', input: [] }, 'input'],
+      [{ model: 'lmsp-tiny', input: [{ role: 'robot', content: 'x' }] }, 'input[0].role'],
+      [{ model: 'lmsp-tiny', input: [{ role: 'user' }] }, 'input[0].content'],
+      [{ model: 'lmsp-tiny', input: 'x', max_output_tokens: '5' }, 'max_output_tokens'],
+      [{ model: 'lmsp-tiny', input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
+      [{ model: 'lmsp-tiny', input: 'x', max_output_tokens: 1.5 }, 'max_output_tokens'],
+      [{ model: 'lmsp-tiny', input: 'x', temperature: 2.5 }, 'temperature'],
+      [{ model: 'lmsp-tiny', input: 'x', temperature: -1 }, 'temperature'],
+      [{ model: 'lmsp-tiny', input: 'x', top_p: 1.1 }, 'top_p'],
+      [{ model: 'lmsp-tiny', input: 'x', seed: 'abc' }, 'seed'],
+      [{ model: 'lmsp-tiny', input: 'x', stream: 'yes' }, 'stream'],
+      [{ model: 'lmsp-tiny', input: 'x', background: 1 }, 'background'],
+      [{ model: 'lmsp-tiny', input: 'x', on_restart: 'never' }, 'on_restart'],
+      [{ model: 'lmsp-tiny', input: 'x', metadata: { a: 1 } }, 'metadata.a'],
+      [{ model: 'lmsp-tiny', input: 'x', metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) }, 'metadata'],
+      [{ model: 'lmsp-tiny', input: 'x', metadata: { ['k'.repeat(65)]: 'v' } }, 'metadata'],
+      [{ model: 'lmsp-tiny', input: 'x', metadata: { k: 'v'.repeat(513) } }, 'metadata.k'],
+    ];
+    for (const [body, param] of cases) await expectError(await post(JSON.stringify(body)), 400, 'invalid_request', param);
+    // Unknown fields are ignored (LMSP section 2).
+    const ignored = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x', frobnicate: true } });
+    await expectError(ignored, 404, 'model_not_found', 'model');
+    await expectError(await post('{"model": "lmsp-tiny", "input": "x"}', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+    await expectError(await post('model=lmsp-tiny', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type');
+    const huge = JSON.stringify({ model: 'lmsp-tiny', input: 'x'.repeat(1024 * 1024 + 10) });
+    await expectError(await post(huge), 413, 'request_too_large');
+    assert.deepEqual(rowCounts(service), before, 'no request above wrote anything');
+  }));
+
+  test('unknown ids and routes are 404 not_found on every path', () => withService({}, async (service) => {
+    for (const [method, path] of [
+      ['GET', '/v1/responses/resp_missing'], ['POST', '/v1/responses/resp_missing/cancel'], ['DELETE', '/v1/responses/resp_missing'],
+      ['GET', '/v1/responses/resp_missing/input_items'], ['GET', '/v1/tasks/task_missing'], ['GET', '/v1/tasks/task_missing/events'],
+      ['POST', '/v1/tasks/task_missing/cancel'], ['GET', '/v1/nothing-here'], ['DELETE', '/v1/clients/cli_missing'],
+    ] as const) {
+      await expectError(await api(service, path, { method }), 404, 'not_found');
+    }
+    await expectError(await api(service, '/v1/models/missing'), 404, 'model_not_found');
+    await expectError(await api(service, '/v1/models/missing', { method: 'DELETE' }), 404, 'model_not_found');
+  }));
+
+  test('a larger body limit can be configured', () => withService({ args: ['--body-limit', '4MiB'] }, async (service) => {
+    const big = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x'.repeat(2 * 1024 * 1024) } });
+    await expectError(big, 404, 'model_not_found');
+  }));
+});
