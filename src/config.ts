@@ -234,5 +234,6 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     body_limit: config.bodyLimitBytes,
     threads: config.threads,
     gpu: config.gpu,
+    log_level: config.logLevel,
   };
 }

@@ -1,9 +1,15 @@
 /** The `lmsp` command line (LMSP section 12). */
 import { Command } from 'commander';
 import { SOFTWARE_VERSION } from '../paths.js';
+import { registerClients } from './commands/clients.js';
+import { registerConfig } from './commands/config.js';
+import { registerDoctor } from './commands/doctor.js';
 import { registerGc } from './commands/gc.js';
+import { registerModels } from './commands/models.js';
 import { registerPair } from './commands/pair.js';
+import { registerRun } from './commands/run.js';
 import { registerServe } from './commands/serve.js';
+import { registerTasks } from './commands/tasks.js';
 
 const program = new Command();
 program
@@ -15,5 +21,11 @@ program
 registerServe(program);
 registerPair(program);
 registerGc(program);
+registerConfig(program);
+registerDoctor(program);
+registerModels(program);
+registerClients(program);
+registerTasks(program);
+registerRun(program);
 
 await program.parseAsync(process.argv);

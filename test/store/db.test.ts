@@ -98,6 +98,17 @@ describe('database (LMSP 11.1, project decisions)', () => {
     await db.close();
   }));
 
+  test('a read-only database answers storage_unavailable', () => withDataDir(async (dir) => {
+    const db = Database.open(dir);
+    db.sqlite.exec('CREATE TABLE t (x TEXT)');
+    db.sqlite.pragma('query_only = 1');
+    await assert.rejects(db.write(() => db.sqlite.prepare('INSERT INTO t VALUES (?)').run('x')),
+      (error: unknown) => error instanceof ServiceError && error.code === 'storage_unavailable');
+    db.sqlite.pragma('query_only = 0');
+    assert.equal((db.sqlite.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 0);
+    await db.close();
+  }));
+
   test('a full database answers storage_unavailable and loses nothing committed', () => withDataDir(async (dir) => {
     const db = Database.open(dir);
     db.sqlite.exec('CREATE TABLE t (x TEXT)');

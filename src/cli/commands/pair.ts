@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { createPairingCode, DEFAULT_PAIRING_TTL_MS } from '../../auth/clients.js';
 import { DEFAULT_SCOPES, isScope, SCOPES, type Scope } from '../../auth/types.js';
 import { parseDuration } from '../../time.js';
-import { action, CliError, EXIT_USAGE, formatTime, openStore, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_USAGE, formatTime, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function parseScopes(text: string | undefined): Scope[] | undefined {
   if (text === undefined) return undefined;
@@ -32,13 +32,14 @@ export function registerPair(program: Command): void {
         printJson({ code: issued.code, expires_at: issued.expiresAt, scopes: issued.scopes });
         return;
       }
+      const url = runningService(options)?.url ?? 'http://127.0.0.1:5677';
       process.stdout.write([
         `Pairing code: ${issued.code}`,
         `Scopes:       ${issued.scopes.join(', ')}`,
         `Expires:      ${formatTime(issued.expiresAt)} (single use)`,
         '',
         'The client exchanges it for its token with:',
-        `  curl -s http://127.0.0.1:5677/v1/pair -H 'content-type: application/json' -d '{"code": "${issued.code}", "client_name": "my-app"}'`,
+        `  curl -s ${url}/v1/pair -H 'content-type: application/json' -d '{"code": "${issued.code}", "client_name": "my-app"}'`,
         '',
       ].join('\n'));
     }));

@@ -1,0 +1,64 @@
+/** `lmsp config`: settings stored in the database (precedence: flag > LMSP_* > stored > default). */
+import type { Command } from 'commander';
+import { describeConfig, findOption, OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
+import { action, CliError, EXIT_USAGE, openStore, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
+
+function optionNamed(name: string): OptionDefinition {
+  const option = findOption(name);
+  if (!option) throw new CliError(`unknown setting '${name}'; settings are ${OPTIONS.map((o) => o.flag.slice(2)).join(', ')}`, EXIT_USAGE);
+  return option;
+}
+
+export function registerConfig(program: Command): void {
+  const config = program.command('config').description('settings stored in the data directory (used when no flag or LMSP_* variable sets them)');
+
+  withCommonOptions(config.command('ls').description('effective settings and where each comes from'))
+    .action(action((options: CommonOptions) => {
+      const store = openStore(options);
+      const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
+      store.db.sqlite.close();
+      const effective = describeConfig(resolveConfig({ dataDirFlag: options.dataDir, stored }));
+      const rows = OPTIONS.map((option) => {
+        const name = option.flag.slice(2);
+        const source = process.env[option.env] ? option.env : stored[option.key] !== undefined ? 'stored' : 'default';
+        return { setting: name, value: effective[name.replace(/-/g, '_')] ?? option.defaultText, source };
+      });
+      if (options.json) printJson(rows);
+      else process.stdout.write(`${table(rows, ['setting', 'value', 'source'])}\n`);
+    }));
+
+  withCommonOptions(config.command('get <setting>').description('show one stored setting'))
+    .action(action((name: string, options: CommonOptions) => {
+      const option = optionNamed(name);
+      const store = openStore(options);
+      const value = store.config.get(STORED_CONFIG_PREFIX + option.key);
+      store.db.sqlite.close();
+      if (options.json) printJson({ setting: option.flag.slice(2), value });
+      else process.stdout.write(`${value ?? '(not stored)'}\n`);
+    }));
+
+  withCommonOptions(config.command('set <setting> <value>').description('store a setting (takes effect at the next start)'))
+    .action(action((name: string, value: string, options: CommonOptions) => {
+      const option = optionNamed(name);
+      try {
+        option.parse(value);
+      } catch (error) {
+        throw new CliError(`${option.flag.slice(2)}: ${(error as Error).message}, got '${value}'`, EXIT_USAGE);
+      }
+      const store = openStore(options);
+      store.db.transaction(() => store.config.set(STORED_CONFIG_PREFIX + option.key, value));
+      store.db.sqlite.close();
+      if (options.json) printJson({ setting: option.flag.slice(2), value });
+      else process.stdout.write(`${option.flag.slice(2)} = ${value} (restart the service to apply)\n`);
+    }));
+
+  withCommonOptions(config.command('unset <setting>').description('forget a stored setting'))
+    .action(action((name: string, options: CommonOptions) => {
+      const option = optionNamed(name);
+      const store = openStore(options);
+      const removed = store.db.transaction(() => store.config.delete(STORED_CONFIG_PREFIX + option.key));
+      store.db.sqlite.close();
+      if (options.json) printJson({ setting: option.flag.slice(2), removed });
+      else process.stdout.write(removed ? `${option.flag.slice(2)} unset\n` : `${option.flag.slice(2)} was not stored\n`);
+    }));
+}

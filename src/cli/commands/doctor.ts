@@ -1,0 +1,80 @@
+/** `lmsp doctor`: checks the database, the model files and the running service (LMSP section 12). */
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { OPERATOR_TOKEN_FILE } from '../../auth/clients.js';
+import { hashFile } from '../../models/hashing.js';
+import { DATABASE_FILE, Store } from '../../store/index.js';
+import { action, dataDirOf, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
+
+interface Check {
+  check: string;
+  status: 'ok' | 'warn' | 'fail';
+  detail: string;
+}
+
+export function registerDoctor(program: Command): void {
+  withCommonOptions(program.command('doctor')
+    .description('check the database, the model files and the running service')
+    .option('--verify', 're-hash every model file against its recorded digest'))
+    .action(action(async (options: CommonOptions & { verify?: boolean }) => {
+      const dataDir = dataDirOf(options);
+      const checks: Check[] = [];
+      const add = (check: string, status: Check['status'], detail: string) => checks.push({ check, status, detail });
+      const dbPath = join(dataDir, DATABASE_FILE);
+      let store: Store | null = null;
+      if (!existsSync(dbPath)) {
+        add('database', 'fail', `no database at ${dbPath}`);
+      } else {
+        try {
+          store = Store.open(dataDir, { create: false, check: false });
+          const result = store.db.sqlite.pragma('integrity_check', { simple: true });
+          add('database', result === 'ok' ? 'ok' : 'fail', result === 'ok' ? `${dbPath} (schema ${store.db.schemaVersion}, integrity ok)` : String(result));
+          const mode = statSync(dbPath).mode & 0o777;
+          add('database permissions', mode & 0o077 ? 'warn' : 'ok', `mode ${mode.toString(8)}${mode & 0o077 ? ' (readable by others)' : ''}`);
+        } catch (error) {
+          add('database', 'fail', (error as Error).message);
+        }
+      }
+      if (store) {
+        for (const model of store.models.list()) {
+          if (!existsSync(model.path)) {
+            add(`model ${model.id}`, 'fail', `file missing: ${model.path}`);
+            continue;
+          }
+          const info = statSync(model.path);
+          const changed = info.size !== model.sizeBytes || Math.floor(info.mtimeMs) !== model.mtimeMs;
+          if (options.verify || changed) {
+            const digest = await hashFile(model.path);
+            add(`model ${model.id}`, digest === model.digest ? 'ok' : 'fail', digest === model.digest ? `${model.digest} verified` : `digest is ${digest}, recorded ${model.digest}`);
+          } else {
+            add(`model ${model.id}`, model.status === 'ready' ? 'ok' : 'warn', `${model.path} (${model.status}; unchanged since it was hashed)`);
+          }
+        }
+        const counts = store.tasks.countByStatus();
+        add('tasks', 'ok', Object.entries(counts).map(([status, n]) => `${n} ${status}`).join(', ') || 'none');
+        store.db.sqlite.close();
+      }
+      const tokenPath = join(dataDir, OPERATOR_TOKEN_FILE);
+      if (existsSync(tokenPath)) {
+        const mode = statSync(tokenPath).mode & 0o777;
+        add('operator token', mode & 0o077 ? 'fail' : 'ok', `${tokenPath} mode ${mode.toString(8)}`);
+      } else {
+        add('operator token', 'warn', 'not created yet (the service creates it at start)');
+      }
+      const info = runningService(options);
+      if (!info) {
+        add('service', 'warn', 'not running');
+      } else {
+        try {
+          const health = await fetch(`${info.url}/healthz`);
+          add('service', health.ok ? 'ok' : 'fail', `${info.url} (pid ${info.pid}) answers ${health.status}`);
+        } catch (error) {
+          add('service', 'fail', `${info.url} (pid ${info.pid}) does not answer: ${(error as Error).message}`);
+        }
+      }
+      if (options.json) printJson({ ok: checks.every((check) => check.status !== 'fail'), checks });
+      else for (const check of checks) process.stdout.write(`${check.status.padEnd(4)}  ${check.check}: ${check.detail}\n`);
+      if (checks.some((check) => check.status === 'fail')) process.exitCode = 1;
+    }));
+}

@@ -1,0 +1,95 @@
+/** `lmsp run MODEL PROMPT`: generate and stream the text; Ctrl-C cancels the task. */
+import type { Command } from 'commander';
+import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../api/types.js';
+import { RESTART_POLICIES, type RestartPolicy } from '../../tasks/states.js';
+import { action, CliError, EXIT_USAGE, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+
+interface RunOptions extends CommonOptions {
+  background?: boolean;
+  seed?: string;
+  maxTokens?: string;
+  temperature?: string;
+  topP?: string;
+  instructions?: string;
+  onRestart?: string;
+  stats?: boolean;
+}
+
+function number(name: string, value: string | undefined, integer: boolean): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed) || (integer && !Number.isInteger(parsed))) throw new CliError(`${name}: expected ${integer ? 'an integer' : 'a number'}, got '${value}'`, EXIT_USAGE);
+  return parsed;
+}
+
+export function registerRun(program: Command): void {
+  withCommonOptions(program.command('run <model> <prompt...>').description('generate a response and stream its text')
+    .option('--background', 'only create the task and print the response id')
+    .option('--seed <n>', 'fix the sampling seed')
+    .option('--max-tokens <n>', 'max_output_tokens')
+    .option('--temperature <t>', '0 to 2; 0 is greedy')
+    .option('--top-p <p>', '0 to 1')
+    .option('--instructions <text>', 'system instructions')
+    .option('--on-restart <policy>', `what a restart does to the task: ${RESTART_POLICIES.join(', ')}`)
+    .option('--no-stats', 'do not print token counts and speed on stderr'))
+    .action(action(async (model: string, promptWords: string[], options: RunOptions) => {
+      if (options.onRestart && !(RESTART_POLICIES as readonly string[]).includes(options.onRestart)) {
+        throw new CliError(`--on-restart: expected one of ${RESTART_POLICIES.join(', ')}`, EXIT_USAGE);
+      }
+      const client = operatorClient(options);
+      const body: CreateResponseBody = {
+        model,
+        input: promptWords.join(' '),
+        ...(options.seed !== undefined ? { seed: number('--seed', options.seed, true)! } : {}),
+        ...(options.maxTokens !== undefined ? { max_output_tokens: number('--max-tokens', options.maxTokens, true)! } : {}),
+        ...(options.temperature !== undefined ? { temperature: number('--temperature', options.temperature, false)! } : {}),
+        ...(options.topP !== undefined ? { top_p: number('--top-p', options.topP, false)! } : {}),
+        ...(options.instructions ? { instructions: options.instructions } : {}),
+        ...(options.onRestart ? { on_restart: options.onRestart as RestartPolicy } : {}),
+      };
+      if (options.background) {
+        const created = await client.createResponse({ ...body, background: true });
+        if (options.json) printJson(created.body);
+        else process.stdout.write(`${created.body.id}\n`);
+        return;
+      }
+      const controller = new AbortController();
+      let responseId: string | null = null;
+      let cancelling = false;
+      process.once('SIGINT', () => {
+        cancelling = true;
+        process.stderr.write('\ncancelling…\n');
+        const cancel = responseId ? client.cancelResponse(responseId).catch(() => undefined) : Promise.resolve();
+        void cancel.finally(() => controller.abort());
+      });
+      const showStats = options.stats !== false && !options.json && process.stderr.isTTY;
+      let firstTokenAt = 0;
+      let final: ResponseObject | null = null;
+      try {
+        for await (const event of client.streamResponse(body, { signal: controller.signal }) as AsyncGenerator<TaskEvent>) {
+          if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
+          if (event.type === 'response.created') responseId = (event.response as ResponseObject).id;
+          else if (event.type === 'response.loading' && showStats) process.stderr.write(`loading ${model}…\r`);
+          else if (event.type === 'response.output_text.delta') {
+            if (!firstTokenAt) firstTokenAt = performance.now();
+            if (!options.json) process.stdout.write(String(event.delta));
+          } else if (event.response && ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'].includes(event.type)) {
+            final = event.response as ResponseObject;
+          }
+        }
+      } catch (error) {
+        if (!cancelling) throw error;
+      }
+      if (!options.json) process.stdout.write('\n');
+      if (final && showStats) {
+        const seconds = firstTokenAt ? (performance.now() - firstTokenAt) / 1000 : 0;
+        const tokens = final.usage?.output_tokens ?? 0;
+        const rate = seconds > 0 ? ` at ${(Math.max(0, tokens - 1) / seconds).toFixed(1)} tokens/s` : '';
+        process.stderr.write(`[${final.status}: ${final.usage?.input_tokens ?? 0} tokens in, ${tokens} out${rate}]\n`);
+      }
+      if (final?.status === 'failed') {
+        throw new CliError(`the response failed: ${final.error?.code}: ${final.error?.message}`);
+      }
+      if (cancelling) process.exitCode = 130;
+    }));
+}

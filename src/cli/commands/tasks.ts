@@ -1,0 +1,111 @@
+/** `lmsp tasks ls|show|events|cancel` (LMSP 7). */
+import type { Command } from 'commander';
+import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
+import { sleep } from '../../time.js';
+import { action, formatTime, operatorClient, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled']);
+
+/** One line per event, for people. */
+export function describeEvent(event: TaskEvent): string {
+  const head = `${String(event.sequence_number).padStart(5)}  ${event.type}`;
+  if (event.type === 'response.output_text.delta') return `${head}  ${JSON.stringify(event.delta)}`;
+  const response = event.response as ResponseObject | undefined;
+  if (response) {
+    const error = response.error ? `  ${response.error.code}: ${response.error.message}` : '';
+    return `${head}  status=${response.status} attempt=${response.task.attempt}${error}`;
+  }
+  return head;
+}
+
+function taskRows(tasks: TaskObject[]) {
+  return tasks.map((task) => ({
+    id: task.id,
+    status: task.status,
+    model: task.model,
+    attempt: task.attempt,
+    policy: task.on_restart,
+    events: task.last_sequence_number,
+    created: formatTime(task.created_at),
+    error: task.error?.code ?? '-',
+  }));
+}
+
+export function registerTasks(program: Command): void {
+  const tasks = program.command('tasks').description('tasks and their event logs');
+
+  withCommonOptions(tasks.command('ls').description('list tasks, newest first')
+    .option('--status <list>', 'comma-separated statuses, e.g. queued,running')
+    .option('--limit <n>', 'how many', '20'))
+    .action(action(async (options: CommonOptions & { status?: string; limit: string }) => {
+      const list = await operatorClient(options).listTasks({ status: options.status?.split(','), limit: Number(options.limit) });
+      if (options.json) return printJson({ object: 'list', ...list });
+      process.stdout.write(`${table(taskRows(list.data), ['id', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
+    }));
+
+  withCommonOptions(tasks.command('show <id>').description('a task and its response'))
+    .action(action(async (id: string, options: CommonOptions) => {
+      const client = operatorClient(options);
+      const task = await client.getTask(id);
+      const response = await client.getResponse(task.response_id);
+      if (options.json) return printJson({ task, response });
+      const text = response.output[0]?.content[0]?.text ?? '';
+      process.stdout.write([
+        `task      ${task.id}`,
+        `response  ${task.response_id}`,
+        `status    ${task.status} (response ${response.status})`,
+        `model     ${task.model}`,
+        `policy    on_restart=${task.on_restart}, attempt ${task.attempt}`,
+        `created   ${formatTime(task.created_at)}; started ${formatTime(task.started_at)}; finished ${formatTime(task.finished_at)}`,
+        `events    ${task.last_sequence_number}`,
+        `usage     ${response.usage ? `${response.usage.input_tokens} in, ${response.usage.output_tokens} out` : '-'}`,
+        ...(task.error ? [`error     ${task.error.code}: ${task.error.message}`] : []),
+        '',
+        text,
+        '',
+      ].join('\n'));
+    }));
+
+  withCommonOptions(tasks.command('events <id>').description("a task's events")
+    .option('--after <n>', 'only events after this sequence number', '0')
+    .option('--follow', 'keep following until the task finishes, reconnecting if the connection drops'))
+    .action(action(async (id: string, options: CommonOptions & { after: string; follow?: boolean }) => {
+      const client = operatorClient(options);
+      const print = (event: TaskEvent) => process.stdout.write(options.json ? `${JSON.stringify(event)}\n` : `${describeEvent(event)}\n`);
+      let last = Number(options.after);
+      if (!options.follow) {
+        for (;;) {
+          const page = await client.taskEvents(id, last, 1000);
+          page.data.forEach(print);
+          if (!page.has_more || page.data.length === 0) return;
+          last = page.data.at(-1)!.sequence_number;
+        }
+      }
+      // Follow, and after a dropped connection resume after the last event seen (LMSP 7.3).
+      for (let failures = 0; ;) {
+        try {
+          for await (const event of client.followTaskEvents(id, last)) {
+            print(event);
+            last = event.sequence_number;
+            failures = 0;
+            if (TERMINAL.has(event.type)) return;
+          }
+          const task = await client.getTask(id);
+          if (task.finished_at !== null && task.last_sequence_number <= last) return;
+        } catch (error) {
+          if ((error as { status?: number }).status) throw error;
+          failures += 1;
+          if (failures > 30) throw error;
+          process.stderr.write(`lmsp: connection lost (${(error as Error).message}); reconnecting after event ${last}\n`);
+          await sleep(Math.min(5000, 250 * failures));
+        }
+      }
+    }));
+
+  withCommonOptions(tasks.command('cancel <id>').description('cancel a task'))
+    .action(action(async (id: string, options: CommonOptions) => {
+      const answer = await operatorClient(options).cancelTask(id);
+      if (options.json) return printJson(answer.body);
+      process.stdout.write(`${answer.body.id}: ${answer.body.status}${answer.status === 202 ? ' (the worker is stopping)' : ''}\n`);
+    }));
+}

@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { resolveConfig } from '../../src/config.js';
+import { runCli } from '../helpers/cli.js';
+import { withDataDir } from '../helpers/data-dir.js';
+import { withService } from '../helpers/service.js';
+
+describe('configuration precedence: flag > LMSP_* > stored > default (LMSP section 2)', () => {
+  test('resolveConfig applies the precedence and parses durations', () => {
+    const base = { dataDirFlag: '/tmp/x' };
+    assert.equal(resolveConfig({ ...base, env: {} }).retentionMs, 7 * 24 * 3600 * 1000);
+    assert.equal(resolveConfig({ ...base, env: {}, stored: { retentionMs: '2d' } }).retentionMs, 2 * 24 * 3600 * 1000);
+    assert.equal(resolveConfig({ ...base, env: { LMSP_RETENTION: '12h' }, stored: { retentionMs: '2d' } }).retentionMs, 12 * 3600 * 1000);
+    assert.equal(resolveConfig({ ...base, env: { LMSP_RETENTION: '12h' }, stored: { retentionMs: '2d' }, flags: { retentionMs: '30s' } }).retentionMs, 30_000);
+    assert.equal(resolveConfig({ ...base, env: {}, flags: { retentionMs: 'forever' } }).retentionMs, Infinity);
+    assert.equal(resolveConfig({ ...base, env: {}, flags: { sweepIntervalMs: '500ms' } }).sweepIntervalMs, 500);
+    assert.throws(() => resolveConfig({ ...base, env: {}, flags: { retentionMs: 'soon' } }), /--retention/);
+    assert.throws(() => resolveConfig({ ...base, env: { LMSP_PARALLEL: 'many' } }), /LMSP_PARALLEL/);
+    assert.equal(resolveConfig({ ...base, env: {} }).host, '127.0.0.1');
+    assert.equal(resolveConfig({ ...base, env: {} }).port, 5677);
+    assert.equal(resolveConfig({ env: { LMSP_DATA_DIR: '/srv/lmsp' } }).dataDir, '/srv/lmsp');
+    assert.equal(resolveConfig({ env: { XDG_DATA_HOME: '/home/u/.data' } }).dataDir, '/home/u/.data/lmsp');
+    assert.equal(resolveConfig({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '25' } }).debug.tokenDelayMs, 25);
+  });
+
+  test('a stored setting applies at the next start, and a flag overrides it', { timeout: 60_000 }, () => withDataDir(async (dataDir) => {
+    await withService({ dataDir }, async (service) => {
+      await service.stop();
+      const set = await runCli(['config', 'set', 'name', 'stored-name', '--data-dir', dataDir]);
+      assert.equal(set.code, 0, set.stderr);
+      const bad = await runCli(['config', 'set', 'retention', 'soon', '--data-dir', dataDir]);
+      assert.equal(bad.code, 2);
+      assert.match(bad.stderr, /retention/);
+      let restarted = await service.restart();
+      assert.equal((await restarted.client.service()).name, 'stored-name');
+      await restarted.stop();
+      restarted = await service.restart({ args: ['--name', 'flag-name'] });
+      assert.equal((await restarted.client.service()).name, 'flag-name');
+      await restarted.stop();
+      restarted = await service.restart({ env: { LMSP_NAME: 'env-name' } });
+      assert.equal((await restarted.client.service()).name, 'env-name');
+    });
+  }));
+
+  test('bad flags exit with a clear message and status 2', { timeout: 30_000 }, () => withDataDir(async (dataDir) => {
+    const result = await runCli(['serve', '--data-dir', dataDir, '--retention', 'sometimes']);
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /--retention: expected a duration/);
+  }));
+});

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { runCli } from '../helpers/cli.js';
+import { api, waitFor, withService, type TestService } from '../helpers/service.js';
+
+/** Back-dates tasks in the database (instead of sleeping), as if they had finished long ago. */
+function backDate(service: TestService, taskIds: string[], secondsAgo: number): void {
+  const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'));
+  db.pragma('busy_timeout = 5000');
+  const at = Math.floor(Date.now() / 1000) - secondsAgo;
+  const update = db.prepare('UPDATE tasks SET created_at = ?, finished_at = CASE WHEN finished_at IS NULL THEN NULL ELSE ? END WHERE id = ?');
+  for (const id of taskIds) update.run(at, at, id);
+  db.close();
+}
+
+describe('retention (LMSP section 10, 11.2)', () => {
+  test('the sweep at startup deletes old finished tasks with their events and responses, never unfinished ones', { timeout: 90_000 }, () =>
+    withService({ args: ['--retention', '1h'], env: { LMSP_DEBUG_TOKEN_DELAY_MS: '50' } }, async (service) => {
+      const finished = await service.client.createResponse({ model: 'lmsp-tiny', input: 'old', max_output_tokens: 3 });
+      const recent = await service.client.createResponse({ model: 'lmsp-tiny', input: 'new', max_output_tokens: 3 });
+      const running = await service.client.createResponse({ model: 'lmsp-tiny', input: 'long', background: true, max_output_tokens: 5000 });
+      const queued = await service.client.createResponse({ model: 'lmsp-tiny', input: 'waiting', background: true, max_output_tokens: 5 });
+      await waitFor(async () => (await service.client.getTask(running.body.task.id)).status === 'running');
+      await service.kill();
+      // Old, all of them: only the finished one may go.
+      backDate(service, [finished.body.task.id, running.body.task.id, queued.body.task.id], 30 * 24 * 3600);
+      const restarted = await service.restart({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '50' } });
+      assert.equal((await api(restarted, `/v1/responses/${finished.body.id}`)).status, 404);
+      assert.equal((await api(restarted, `/v1/tasks/${finished.body.task.id}/events`)).status, 404);
+      const db = new BetterSqlite3(join(restarted.dataDir, 'lmsp.db'), { readonly: true });
+      assert.equal((db.prepare('SELECT count(*) AS n FROM task_events WHERE task_id = ?').get(finished.body.task.id) as { n: number }).n, 0);
+      db.close();
+      assert.equal((await api(restarted, `/v1/responses/${recent.body.id}`)).status, 200, 'recent finished tasks stay');
+      assert.equal((await api(restarted, `/v1/tasks/${running.body.task.id}`)).status, 200, 'an old unfinished task stays');
+      assert.equal((await api(restarted, `/v1/tasks/${queued.body.task.id}`)).status, 200, 'an old queued task stays');
+    }));
+
+  test('the sweeper also runs every --sweep-interval', { timeout: 60_000 }, () =>
+    withService({ args: ['--retention', '1h', '--sweep-interval', '500ms'] }, async (service) => {
+      const done = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+      backDate(service, [done.body.task.id], 2 * 3600);
+      await waitFor(async () => (await api(service, `/v1/tasks/${done.body.task.id}`)).status === 404, { what: 'the periodic sweep' });
+    }));
+
+  test("retention 'forever' keeps everything", { timeout: 60_000 }, () =>
+    withService({ args: ['--retention', 'forever', '--sweep-interval', '200ms'] }, async (service) => {
+      const done = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+      backDate(service, [done.body.task.id], 10 * 365 * 24 * 3600);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      assert.equal((await api(service, `/v1/tasks/${done.body.task.id}`)).status, 200);
+    }));
+
+  test('lmsp gc --dry-run counts, lmsp gc deletes', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const done = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 4 });
+    const events = (await service.client.getTask(done.body.task.id)).last_sequence_number;
+    await service.stop();
+    backDate(service, [done.body.task.id], 8 * 24 * 3600);
+    const dry = await runCli(['gc', '--dry-run', '--json', '--data-dir', service.dataDir]);
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.deepEqual(JSON.parse(dry.stdout), { dry_run: true, tasks: 1, events });
+    const real = await runCli(['gc', '--json', '--data-dir', service.dataDir]);
+    assert.equal(real.code, 0, real.stderr);
+    const counts = JSON.parse(real.stdout) as { tasks: number; events: number };
+    assert.deepEqual([counts.tasks, counts.events], [1, events]);
+    const again = await runCli(['gc', '--dry-run', '--json', '--data-dir', service.dataDir]);
+    assert.deepEqual(JSON.parse(again.stdout), { dry_run: true, tasks: 0, events: 0 });
+  }));
+});
