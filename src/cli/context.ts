@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { LmspClient, LmspApiError } from '../api/client.js';
+import { ServiceError } from '../api/errors.js';
 import { readOperatorToken } from '../auth/clients.js';
 import { ConfigError, resolveDataDir } from '../config.js';
 import { DatabaseOpenError, Store } from '../store/index.js';
@@ -82,6 +83,7 @@ export function action<A extends unknown[]>(run: (...args: A) => Promise<void> |
       if (error instanceof DatabaseOpenError) fail(error.message, error.exitCode);
       if (error instanceof ConfigError) fail(error.message, EXIT_USAGE);
       if (error instanceof LmspApiError) fail(`${error.message} (${error.status} ${error.code})`, 1);
+      if (error instanceof ServiceError) fail(`${error.message} (${error.code})`, 1);
       if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') fail('cannot reach the lmsp service: is it running?', EXIT_NOT_RUNNING);
       throw error;
     }

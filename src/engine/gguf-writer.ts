@@ -8,6 +8,10 @@
  * aligned offset.
  */
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { endianness } from 'node:os';
+
+/** Typed arrays use the host's byte order; GGUF is little-endian. */
+const LITTLE_ENDIAN = endianness() === 'LE';
 
 export type GgufScalarType =
   | 'u8' | 'i8' | 'u16' | 'i16' | 'u32' | 'i32' | 'f32' | 'bool' | 'string' | 'u64' | 'i64' | 'f64';
@@ -144,11 +148,12 @@ export function encodeGgufHeader(file: GgufFile): Buffer {
 }
 
 /** IEEE 754 binary16 from a float, rounding to nearest even; exact and platform independent. */
+const halfScratch = new Float32Array(1);
+const halfScratchBits = new Uint32Array(halfScratch.buffer);
+
 export function toHalf(value: number): number {
-  const f32 = new Float32Array(1);
-  const u32 = new Uint32Array(f32.buffer);
-  f32[0] = value;
-  const bits = u32[0]!;
+  halfScratch[0] = value;
+  const bits = halfScratchBits[0]!;
   const sign = (bits >>> 16) & 0x8000;
   const exponent = (bits >>> 23) & 0xff;
   let mantissa = bits & 0x7fffff;
@@ -177,14 +182,23 @@ function encodeTensorData(tensor: GgufTensor): Buffer {
   if (values.length !== expected) {
     throw new Error(`tensor ${tensor.name}: ${values.length} values for dims ${tensor.dims.join('x')}`);
   }
-  if (tensor.type === 'f32') {
-    const out = Buffer.alloc(values.length * 4);
-    for (let i = 0; i < values.length; i++) out.writeFloatLE(values[i]!, i * 4);
+  if (!LITTLE_ENDIAN) {
+    const bytes = TENSOR_TYPE_BYTES[tensor.type];
+    const out = Buffer.alloc(values.length * bytes);
+    for (let i = 0; i < values.length; i++) {
+      if (tensor.type === 'f32') out.writeFloatLE(values[i]!, i * 4);
+      else out.writeUInt16LE(toHalf(values[i]!), i * 2);
+    }
     return out;
   }
-  const out = Buffer.alloc(values.length * 2);
-  for (let i = 0; i < values.length; i++) out.writeUInt16LE(toHalf(values[i]!), i * 2);
-  return out;
+  if (tensor.type === 'f32') {
+    const out = new Float32Array(values.length);
+    out.set(values);
+    return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+  }
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = toHalf(values[i]!);
+  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
 
 /**

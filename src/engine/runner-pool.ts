@@ -31,11 +31,16 @@ export interface RunnerPoolOptions {
 
 type Handler = (message: RunnerMessage) => void;
 
+/** One spawned runner: its process, and the requests waiting on it. */
+interface RunnerChild {
+  process: ChildProcess;
+  handlers: Map<number, Handler>;
+  exitListeners: Set<(reason: string) => void>;
+}
+
 class RunnerProcess {
-  private child: ChildProcess | null = null;
-  private readonly handlers = new Map<number, Handler>();
+  private child: RunnerChild | null = null;
   private nextRequestId = 1;
-  private exitListeners = new Set<(reason: string) => void>();
   model: ModelRef | null = null;
   busy = false;
   lastUsedAt = 0;
@@ -47,26 +52,29 @@ class RunnerProcess {
     return this.child !== null;
   }
 
-  private spawn(): ChildProcess {
+  private spawn(): RunnerChild {
     if (this.child) return this.child;
-    const child = fork(RUNNER_SCRIPT, [], {
+    const spawned = fork(RUNNER_SCRIPT, [], {
       env: { ...process.env, LMSP_RUNNER_SETTINGS: JSON.stringify(this.settings) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
-    child.on('message', (message: RunnerMessage) => {
+    const child: RunnerChild = { process: spawned, handlers: new Map(), exitListeners: new Set() };
+    spawned.on('message', (message: RunnerMessage) => {
       if (message.type === 'ready') return;
-      this.handlers.get(message.requestId)?.(message);
+      child.handlers.get(message.requestId)?.(message);
     });
-    child.on('exit', (code, signal) => {
-      if (this.child !== child) return;
-      this.child = null;
-      this.model = null;
+    spawned.on('exit', (code, signal) => {
       const reason = signal ? `the runner process was killed by ${signal}` : `the runner process exited with code ${code}`;
-      if (code !== 0 || signal) this.log?.('warn', reason);
-      for (const listener of [...this.exitListeners]) listener(reason);
+      if (this.child === child) {
+        // An exit nobody asked for: a crash inside llama.cpp, or the system killed it.
+        this.child = null;
+        this.model = null;
+        this.log?.('warn', reason);
+      }
+      for (const listener of [...child.exitListeners]) listener(reason);
     });
-    child.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
+    spawned.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
     this.child = child;
     return child;
   }
@@ -77,28 +85,31 @@ class RunnerProcess {
     const child = this.spawn();
     const requestId = this.nextRequestId++;
     const exitListener = (reason: string) => {
-      this.handlers.delete(requestId);
+      child.handlers.delete(requestId);
       onExit(reason);
     };
-    this.exitListeners.add(exitListener);
-    this.handlers.set(requestId, (message) => {
+    child.exitListeners.add(exitListener);
+    child.handlers.set(requestId, (message) => {
       if (onMessage(message)) {
-        this.handlers.delete(requestId);
-        this.exitListeners.delete(exitListener);
+        child.handlers.delete(requestId);
+        child.exitListeners.delete(exitListener);
       }
     });
-    child.send(build(requestId));
+    child.process.send(build(requestId));
     return requestId;
   }
 
   send(message: ParentMessage): void {
-    this.child?.send(message);
+    this.child?.process.send(message);
   }
 
+  /** Ends the process now; the next request starts a fresh one. */
   kill(): void {
     const child = this.child;
     if (!child) return;
-    child.kill('SIGKILL');
+    this.child = null;
+    this.model = null;
+    child.process.kill('SIGKILL');
   }
 }
 
@@ -147,7 +158,9 @@ export class RunnerPool implements Engine {
       if (!victim) return null;
       for (const runner of idle.filter((r) => r.model && sameModel(r.model, victim.model!))) this.unload(runner);
     }
-    const runner = idle.find((r) => !r.model) ?? idle.sort((a, b) => a.lastUsedAt - b.lastUsedAt)[0] ?? this.newRunner();
+    // An empty runner, else a new one while slots remain, else the least recently used idle one.
+    const runner = idle.find((r) => !r.model)
+      ?? (this.runners.length < this.options.slots ? this.newRunner() : idle.sort((a, b) => a.lastUsedAt - b.lastUsedAt)[0]!);
     return this.lease(runner, model);
   }
 

@@ -3,7 +3,7 @@
  * pure JavaScript (no native code runs in the service process), plus the checks that turn a
  * file that is not a usable model into `invalid_model_file` before anything is registered.
  */
-import { stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { GgufFileType, readGgufFileInfo } from 'node-llama-cpp';
 import { ServiceError } from '../api/errors.js';
 import type { GgufFacts } from './types.js';
@@ -27,10 +27,35 @@ function quantizationName(fileType: unknown): string | null {
   return name ? name.replace(/^(MOSTLY|ALL)_/, '') : `type_${fileType}`;
 }
 
+/** Bounds on header counts: far above any real model, far below what would make parsing hang. */
+const MAX_TENSORS = 1_000_000;
+const MAX_METADATA_ENTRIES = 100_000;
+
+/**
+ * Checks the fixed part of the header before the full parser sees the file: a file that starts
+ * with "GGUF" but holds garbage after it can otherwise send a parser into a near-endless loop.
+ */
+async function checkFixedHeader(path: string, size: number): Promise<void> {
+  if (size < 24) throw invalid(path, 'the file is too short to be GGUF');
+  const handle = await open(path, 'r');
+  const header = Buffer.alloc(24);
+  try {
+    await handle.read(header, 0, 24, 0);
+  } finally {
+    await handle.close();
+  }
+  if (header.toString('latin1', 0, 4) !== 'GGUF') throw invalid(path, 'it does not start with the GGUF magic');
+  const version = header.readUInt32LE(4);
+  if (version !== 2 && version !== 3) throw invalid(path, `GGUF version ${version} is not supported (2 or 3)`);
+  if (header.readBigUInt64LE(8) > BigInt(MAX_TENSORS)) throw invalid(path, 'its tensor count is not plausible');
+  if (header.readBigUInt64LE(16) > BigInt(MAX_METADATA_ENTRIES)) throw invalid(path, 'its metadata count is not plausible');
+}
+
 /** Reads and checks a GGUF file; throws `invalid_model_file` for anything unusable. */
 export async function readGgufFacts(path: string): Promise<GgufFacts> {
   const { size } = await stat(path);
   if (size === 0) throw invalid(path, 'the file is empty');
+  await checkFixedHeader(path, size);
   let info: Awaited<ReturnType<typeof readGgufFileInfo>>;
   try {
     info = await readGgufFileInfo(path, { readTensorInfo: true, logWarnings: false });

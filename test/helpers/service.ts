@@ -3,7 +3,7 @@
  * directory, and kills it for real (SIGKILL) when a test wants a crash.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LmspClient } from '../../src/api/client.js';
@@ -140,4 +140,20 @@ export async function withService<T>(options: StartOptions, test: (service: Test
     for (const service of services) console.error(`# service output:\n${service.output()}`);
     throw error;
   }
+}
+
+/** Processes whose parent is `pid` (Linux /proc), e.g. a service's runner processes. */
+export function childPids(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (parent === pid) children.push(Number(entry));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return children;
 }

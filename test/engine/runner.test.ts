@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import type { TaskEvent } from '../../src/api/types.js';
+import { writeGgufFile } from '../../src/engine/gguf-writer.js';
+import { BENCH_MODEL, buildSyntheticModel } from '../../src/engine/synthetic-model.js';
+import { api, childPids, waitFor, withService, type TestService } from '../helpers/service.js';
+
+async function eventTypes(service: TestService, taskId: string): Promise<string[]> {
+  return (await service.client.taskEvents(taskId, 0, 1000)).data.map((event: TaskEvent) => event.type);
+}
+
+async function loaded(service: TestService): Promise<Record<string, boolean>> {
+  return Object.fromEntries((await service.client.listModels()).map((model) => [model.id, model.loaded]));
+}
+
+describe('llama.cpp runners (issue: models and real inference)', () => {
+  test('a runner that dies mid-task fails that task with engine_error; the service serves the next one', { timeout: 60_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
+      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 5000 });
+      await waitFor(async () => ((await service.client.getResponse(created.body.id)).usage?.output_tokens ?? 0) > 3);
+      const runners = childPids(service.pid);
+      assert.ok(runners.length >= 1, 'a runner process exists');
+      for (const pid of runners) process.kill(pid, 'SIGKILL');
+      const failed = await waitFor(async () => {
+        const response = await service.client.getResponse(created.body.id);
+        return response.status === 'failed' ? response : null;
+      });
+      assert.equal(failed.error?.code, 'engine_error');
+      assert.ok(failed.output[0]!.content[0]!.text.length > 0, 'the output so far stays');
+      const next = await service.client.createResponse({ model: 'lmsp-tiny', input: 'y', max_output_tokens: 5 });
+      assert.equal(next.body.status, 'incomplete');
+      assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
+    }));
+
+  test('the first use of a model shows loading; later uses go straight to running', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const first = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+    assert.deepEqual((await eventTypes(service, first.body.task.id)).slice(0, 3), ['response.created', 'response.loading', 'response.in_progress']);
+    const second = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+    assert.deepEqual((await eventTypes(service, second.body.task.id)).slice(0, 2), ['response.created', 'response.in_progress']);
+    assert.equal((await loaded(service))['lmsp-tiny'], true);
+  }));
+
+  test('keep_alive unloads an idle model; max_loaded_models unloads the least recently used one', { timeout: 60_000 }, () =>
+    withService({ args: ['--keep-alive', '1500ms', '--max-loaded-models', '1'] }, async (service) => {
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'other.gguf'));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'other.gguf', id: 'other' } })).status, 201);
+      await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+      assert.deepEqual(await loaded(service), { 'lmsp-tiny': true, other: false });
+      await service.client.createResponse({ model: 'other', input: 'x', max_output_tokens: 2 });
+      assert.deepEqual(await loaded(service), { 'lmsp-tiny': false, other: true }, 'one model at a time');
+      await waitFor(async () => !(await loaded(service)).other, { timeoutMs: 5000, what: 'keep_alive to unload the model' });
+      assert.deepEqual(childPids(service.pid).length, 0, 'an unloaded model leaves no runner process');
+    }));
+
+  test('two models stay loaded with --max-loaded-models 2 and two slots', { timeout: 60_000 }, () =>
+    withService({ args: ['--max-loaded-models', '2', '--parallel', '2'] }, async (service) => {
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'other.gguf'));
+      await api(service, '/v1/models', { method: 'POST', json: { path: 'other.gguf', id: 'other' } });
+      await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+      await service.client.createResponse({ model: 'other', input: 'x', max_output_tokens: 2 });
+      assert.deepEqual(await loaded(service), { 'lmsp-tiny': true, other: true });
+      assert.equal(childPids(service.pid).length, 2, 'one runner per loaded model');
+    }));
+
+  test('a cancel during a long prompt is honoured at once', { timeout: 120_000 }, () =>
+    withService({}, async (service) => {
+      writeGgufFile(join(service.dataDir, 'models', 'bench.gguf'), buildSyntheticModel(BENCH_MODEL));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'bench.gguf', id: 'bench' } })).status, 201);
+      // About 6,000 prompt tokens: several seconds of prompt processing on a small CPU.
+      const created = await service.client.createResponse({ model: 'bench', input: 'word '.repeat(1200), background: true, max_output_tokens: 50 });
+      await waitFor(async () => (await service.client.getTask(created.body.task.id)).status === 'running', { timeoutMs: 60_000 });
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      assert.equal(((await service.client.getResponse(created.body.id)).usage?.output_tokens ?? 0), 0, 'still processing the prompt');
+      const started = Date.now();
+      const cancel = await api(service, `/v1/responses/${created.body.id}/cancel`, { method: 'POST' });
+      assert.equal(cancel.status, 202);
+      await waitFor(async () => (await service.client.getTask(created.body.task.id)).status === 'cancelled', { timeoutMs: 10_000 });
+      const elapsed = Date.now() - started;
+      assert.ok(elapsed < 1500, `cancelled ${elapsed} ms after the request`);
+      const next = await service.client.createResponse({ model: 'lmsp-tiny', input: 'y', max_output_tokens: 3 });
+      assert.equal(next.body.status, 'incomplete', 'the service goes on');
+    }));
+});

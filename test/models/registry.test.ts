@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, openSync, readFileSync, symlinkSync, truncateSync, writeFileSync, writeSync, closeSync, rmSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import type { ModelObject, ResponseObject } from '../../src/api/types.js';
+import { runCli } from '../helpers/cli.js';
+import { makeDataDir } from '../helpers/data-dir.js';
+import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
+
+function sha256sum(path: string): string {
+  try {
+    return `sha256:${execFileSync('sha256sum', [path], { encoding: 'utf8' }).split(' ')[0]}`;
+  } catch {
+    return `sha256:${execFileSync(process.execPath, ['-e', `process.stdout.write(require('crypto').createHash('sha256').update(require('fs').readFileSync(${JSON.stringify(path)})).digest('hex'))`], { encoding: 'utf8' })}`;
+  }
+}
+
+const tinyPath = (service: TestService) => join(service.dataDir, 'models', 'lmsp-tiny.gguf');
+
+async function register(service: TestService, body: object): Promise<Response> {
+  return api(service, '/v1/models', { method: 'POST', json: body });
+}
+
+describe('model registry (LMSP section 5)', () => {
+  test('lmsp-tiny is registered on first start; its digest is sha256sum of the file', () => withService({}, async (service) => {
+    const models = await service.client.listModels();
+    assert.deepEqual(models.map((model) => model.id), ['lmsp-tiny']);
+    const tiny = models[0]!;
+    assert.equal(tiny.digest, sha256sum(tinyPath(service)));
+    assert.equal(tiny.object, 'model');
+    assert.equal(tiny.owned_by, 'lmsp');
+    assert.equal(tiny.format, 'gguf');
+    assert.equal(tiny.architecture, 'llama');
+    assert.equal(tiny.context_length, 16384);
+    assert.equal(tiny.status, 'ready');
+    assert.equal(tiny.tokenizer, 'llama');
+    assert.equal(tiny.quantization, 'F32');
+    assert.ok(tiny.parameters! > 0);
+    assert.equal(tiny.path, tinyPath(service));
+    const reader = await pairClient(service, ['models:read']);
+    const seen = await reader.client.getModel('lmsp-tiny');
+    assert.equal('path' in seen, false, 'path only for models:write');
+  }));
+
+  test('the same weights under two ids give the same text', () => withService({}, async (service) => {
+    copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'twin.gguf'));
+    const created = await register(service, { path: 'twin.gguf', id: 'tiny-twin' });
+    assert.equal(created.status, 201);
+    const twin = (await created.json()) as ModelObject;
+    assert.equal(twin.id, 'tiny-twin');
+    assert.equal(twin.digest, (await service.client.getModel('lmsp-tiny')).digest);
+    const text = async (model: string) => (await service.client.createResponse({ model, input: 'same prompt', seed: 99, max_output_tokens: 50 }))
+      .body.output[0]!.content[0]!.text;
+    assert.equal(await text('tiny-twin'), await text('lmsp-tiny'));
+    const again = await register(service, { path: 'twin.gguf', id: 'tiny-twin' });
+    assert.equal(again.status, 400);
+    assert.equal(((await again.json()) as { error: { param: string } }).error.param, 'id');
+  }));
+
+  test('bad model files get a clear error and register nothing', () => withService({}, async (service) => {
+    const dir = join(service.dataDir, 'models');
+    const outside = makeDataDir('outside');
+    const original = readFileSync(tinyPath(service));
+    writeFileSync(join(dir, 'half.gguf'), original.subarray(0, Math.floor(original.length / 2)));
+    writeFileSync(join(dir, 'short.gguf'), original.subarray(0, original.length - 100));
+    writeFileSync(join(dir, 'text.gguf'), 'this is not a model\n');
+    writeFileSync(join(dir, 'empty.gguf'), '');
+    mkdirSync(join(dir, 'folder.gguf'));
+    copyFileSync(tinyPath(service), join(outside, 'elsewhere.gguf'));
+    symlinkSync(join(outside, 'elsewhere.gguf'), join(dir, 'link.gguf'));
+    const cases: Array<[object, string, string]> = [
+      [{ path: 'half.gguf' }, 'invalid_model_file', 'path'],
+      [{ path: 'short.gguf' }, 'invalid_model_file', 'path'],
+      [{ path: 'text.gguf' }, 'invalid_model_file', 'path'],
+      [{ path: 'empty.gguf' }, 'invalid_model_file', 'path'],
+      [{ path: 'folder.gguf' }, 'invalid_model_file', 'path'],
+      [{ path: 'link.gguf' }, 'invalid_request', 'path'],
+      [{ path: join(outside, 'elsewhere.gguf') }, 'invalid_request', 'path'],
+      [{ path: 'missing.gguf' }, 'invalid_request', 'path'],
+      [{ path: 'half.gguf', id: 'Bad Id!' }, 'invalid_request', 'id'],
+    ];
+    for (const [body, code, param] of cases) {
+      const response = await register(service, body);
+      assert.equal(response.status, 400, JSON.stringify(body));
+      const error = ((await response.json()) as { error: { code: string; param: string; message: string } }).error;
+      assert.equal(error.code, code, JSON.stringify(body));
+      assert.equal(error.param, param);
+      assert.ok(error.message.length > 10);
+    }
+    assert.deepEqual((await service.client.listModels()).map((model) => model.id), ['lmsp-tiny']);
+    rmSync(outside, { recursive: true, force: true });
+  }));
+
+  test('lmsp models add registers a file anywhere for the operator, with the service running', () => withService({}, async (service) => {
+    const outside = makeDataDir('cli-model');
+    copyFileSync(tinyPath(service), join(outside, 'My-Model.Q8.gguf'));
+    const added = await runCli(['models', 'add', join(outside, 'My-Model.Q8.gguf'), '--json', '--data-dir', service.dataDir]);
+    assert.equal(added.code, 0, added.stderr);
+    const model = JSON.parse(added.stdout) as ModelObject;
+    assert.equal(model.id, 'my-model.q8');
+    assert.equal(model.digest, sha256sum(join(outside, 'My-Model.Q8.gguf')));
+    const listed = await runCli(['models', 'ls', '--json', '--data-dir', service.dataDir]);
+    assert.deepEqual((JSON.parse(listed.stdout) as { data: ModelObject[] }).data.map((m) => m.id).sort(), ['lmsp-tiny', 'my-model.q8']);
+    const answer = await service.client.createResponse({ model: 'my-model.q8', input: 'hi', max_output_tokens: 3 });
+    assert.equal(answer.body.status, 'incomplete');
+    writeFileSync(join(outside, 'broken.gguf'), 'GGUF but not really');
+    const broken = await runCli(['models', 'add', join(outside, 'broken.gguf'), '--data-dir', service.dataDir]);
+    assert.notEqual(broken.code, 0);
+    assert.match(broken.stderr, /not a usable GGUF model/);
+    const removed = await runCli(['models', 'rm', 'my-model.q8', '--data-dir', service.dataDir]);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.ok(existsSync(join(outside, 'My-Model.Q8.gguf')), 'the file stays');
+    rmSync(outside, { recursive: true, force: true });
+  }));
+
+  test('a tampered file fails its next task with model_digest_mismatch and marks the model', () => withService({}, async (service) => {
+    const path = join(service.dataDir, 'models', 'victim.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'victim.gguf', id: 'victim' })).status, 201);
+    // Change one byte of the tensor data, keeping the size.
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.from([0x7f]), 0, 1, 200_000);
+    closeSync(fd);
+    const answer = await service.client.createResponse({ model: 'victim', input: 'hi', max_output_tokens: 3 });
+    assert.equal(answer.status, 200);
+    assert.equal(answer.body.status, 'failed');
+    assert.equal(answer.body.error?.code, 'model_digest_mismatch');
+    assert.equal((await service.client.getModel('victim')).status, 'digest_mismatch');
+    const verified = (await (await api(service, '/v1/models/victim/verify', { method: 'POST' })).json()) as ModelObject;
+    assert.equal(verified.status, 'digest_mismatch');
+    // Truncation (a size change) is caught the same way, without waiting for a re-hash to differ.
+    const other = join(service.dataDir, 'models', 'shrunk.gguf');
+    copyFileSync(tinyPath(service), other);
+    assert.equal((await register(service, { path: 'shrunk.gguf', id: 'shrunk' })).status, 201);
+    truncateSync(other, 1000);
+    const failed = await service.client.createResponse({ model: 'shrunk', input: 'hi', max_output_tokens: 3 });
+    assert.equal(failed.body.error?.code, 'model_digest_mismatch');
+    // A file that is gone.
+    rmSync(other);
+    assert.equal(((await (await api(service, '/v1/models/shrunk/verify', { method: 'POST' })).json()) as ModelObject).status, 'missing');
+  }));
+
+  test('DELETE refuses a model an unfinished task uses; the file stays', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
+    copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'busy.gguf'));
+    await register(service, { path: 'busy.gguf', id: 'busy' });
+    const running = await service.client.createResponse({ model: 'busy', input: 'x', background: true, max_output_tokens: 3000 });
+    await waitFor(async () => (await service.client.getTask(running.body.task.id)).status === 'running');
+    const refused = await api(service, '/v1/models/busy', { method: 'DELETE' });
+    assert.equal(refused.status, 409);
+    assert.equal(refused.headers.get('x-should-retry'), 'false');
+    assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'model_in_use');
+    await service.client.cancelResponse(running.body.id);
+    await waitFor(async () => (await service.client.getResponse(running.body.id)).status === 'cancelled');
+    const deleted = await api(service, '/v1/models/busy', { method: 'DELETE' });
+    assert.equal(deleted.status, 200);
+    assert.deepEqual(await deleted.json(), { id: 'busy', object: 'model', deleted: true });
+    assert.ok(existsSync(join(service.dataDir, 'models', 'busy.gguf')));
+    const gone = await api(service, '/v1/responses', { method: 'POST', json: { model: 'busy', input: 'x' } });
+    assert.equal(gone.status, 404);
+    const response = (await service.client.getResponse(running.body.id)) as ResponseObject;
+    assert.equal(response.model, 'busy', 'records that used the model stay');
+  }));
+});
