@@ -6,7 +6,7 @@ import Ajv from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ERROR_CODES, ServiceError, invalidRequest } from '../api/errors.js';
 import { isStorageError, toStorageUnavailable } from '../store/db.js';
-import type { AppServices } from './services.js';
+import type { AppServices, RouteAccess } from './services.js';
 import { registerAuth } from './auth.js';
 import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
@@ -70,6 +70,19 @@ export function toServiceError(error: unknown): ServiceError {
   return new ServiceError('internal_error', undefined, { cause: error });
 }
 
+export interface RouteEntry {
+  method: string;
+  url: string;
+  access: RouteAccess;
+}
+
+const routeTables = new WeakMap<FastifyInstance, RouteEntry[]>();
+
+/** Every route of an app with the access it declares (for docs and for the test that checks them). */
+export function routeTable(app: FastifyInstance): RouteEntry[] {
+  return routeTables.get(app) ?? [];
+}
+
 export async function buildApp(services: AppServices): Promise<FastifyInstance> {
   const { config } = services;
   const app = Fastify({
@@ -108,6 +121,17 @@ export async function buildApp(services: AppServices): Promise<FastifyInstance> 
     return sendError(reply, serviceError);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`)));
+
+  // Every route declares its access (LMSP section 4); one that forgets fails at startup.
+  const routes: RouteEntry[] = [];
+  app.addHook('onRoute', (route) => {
+    const access = (route.config as { access?: RouteAccess } | undefined)?.access;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (methods.every((method) => method === 'HEAD')) return;
+    if (!access) throw new Error(`route ${methods.join(',')} ${route.url} declares no access rule`);
+    for (const method of methods) routes.push({ method, url: route.url, access });
+  });
+  routeTables.set(app, routes);
 
   registerAuth(app, services);
   registerServiceRoutes(app, services);

@@ -1,0 +1,41 @@
+/** The Fastify app built in-process on a real database, for tests that use app.inject(). */
+import type { FastifyInstance } from 'fastify';
+import { FailureRateLimiter } from '../../src/auth/rate-limit.js';
+import { ensureOperatorToken } from '../../src/auth/clients.js';
+import { resolveConfig } from '../../src/config.js';
+import { RunnerPool } from '../../src/engine/runner-pool.js';
+import { buildApp } from '../../src/http/app.js';
+import { ModelRegistry } from '../../src/models/registry.js';
+import { Store } from '../../src/store/index.js';
+import { TaskEventBus } from '../../src/tasks/event-bus.js';
+import { Scheduler } from '../../src/tasks/scheduler.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export async function buildTestApp(dataDir: string): Promise<{ app: FastifyInstance; store: Store; operatorToken: string; close: () => Promise<void> }> {
+  const config = resolveConfig({ dataDirFlag: dataDir, env: {} });
+  const bus = new TaskEventBus();
+  const store = Store.open(dataDir, { notifier: bus });
+  const registry = new ModelRegistry(store, config.modelsDir);
+  await registry.ensureBuiltin();
+  ensureOperatorToken(store, dataDir);
+  const engine = new RunnerPool({ slots: 1, maxLoadedModels: 1, keepAliveMs: 1000, settings: { gpu: 'cpu', threads: 1, stateDir: join(dataDir, 'state'), tokenDelayMs: 0 }, debug: config.debug });
+  const silentLog = { info: () => {}, warn: () => {}, error: () => {} };
+  const scheduler = new Scheduler(store, engine, registry, bus, { parallel: 1, log: silentLog });
+  const app = await buildApp({
+    config, serviceId: store.db.transaction(() => store.config.ensureServiceId()), store, registry, engine, scheduler, bus,
+    pairingLimiter: new FailureRateLimiter(), logger: false, heartbeatMs: 15_000,
+  });
+  await app.ready();
+  return {
+    app,
+    store,
+    operatorToken: readFileSync(join(dataDir, 'operator.token'), 'utf8').trim(),
+    close: async () => {
+      await app.close();
+      await scheduler.stop();
+      await engine.close();
+      await store.close();
+    },
+  };
+}
