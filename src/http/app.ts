@@ -2,9 +2,11 @@
  * Builds the Fastify app: JSON only, errors in the LMSP shape (section 9), every route declaring
  * the scope it needs (section 4), and the routes of each resource from their own file.
  */
+import fastifySwagger from '@fastify/swagger';
 import Ajv from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ERROR_CODES, ServiceError, invalidRequest } from '../api/errors.js';
+import { SOFTWARE_VERSION } from '../paths.js';
 import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppServices, RouteAccess } from './services.js';
 import { registerAuth } from './auth.js';
@@ -132,6 +134,27 @@ export async function buildApp(services: AppServices): Promise<FastifyInstance> 
     for (const method of methods) routes.push({ method, url: route.url, access });
   });
   routeTables.set(app, routes);
+
+  // The OpenAPI document is built from the same route schemas that validate requests.
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'lmsp',
+        version: SOFTWARE_VERSION,
+        description: 'LMSP 1.0: durable, OpenAI-compatible responses from local language models. See docs/api.md.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token from POST /v1/pair' } } },
+      security: [{ bearer: [] }],
+    },
+    transform: ({ schema, url, route }) => {
+      const access = (route.config as { access?: RouteAccess } | undefined)?.access;
+      const transformed = { ...(schema ?? {}) } as Record<string, unknown>;
+      if (access === 'public') transformed.security = [];
+      else if (access && access !== 'authenticated') transformed.description = `Needs the \`${access}\` scope.`;
+      return { schema: transformed as typeof schema, url };
+    },
+  });
 
   registerAuth(app, services);
   registerServiceRoutes(app, services);

@@ -15,6 +15,8 @@ export function registerServiceRoutes(app: FastifyInstance, services: AppService
     capabilities: { background: true, stream: true, resume: true, idempotency: true },
   }));
 
+  app.get('/v1/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());
+
   // The service listens only once the database is open, migrated and recovered, so answering
   // at all means healthy.
   app.get('/healthz', { config: { access: 'public' } }, async () => ({ status: 'ok' }));

@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { openSync, writeSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import type { TaskObject } from '../../src/api/types.js';
+import { runCli } from '../helpers/cli.js';
+import { LMSP_BIN, waitFor, withService } from '../helpers/service.js';
+
+describe('the lmsp CLI as a client of the running service (LMSP section 12)', () => {
+  test('run streams the text; --background prints the response id; tasks ls/show/events/cancel', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const dir = ['--data-dir', service.dataDir];
+      const ran = await runCli(['run', 'lmsp-tiny', 'tell', 'me', 'something', '--seed', '5', '--max-tokens', '30', ...dir]);
+      assert.equal(ran.code, 0, ran.stderr);
+      const tasks = JSON.parse((await runCli(['tasks', 'ls', '--json', ...dir])).stdout) as { data: TaskObject[] };
+      assert.equal(tasks.data.length, 1);
+      const response = await service.client.getResponse(tasks.data[0]!.response_id);
+      assert.equal(ran.stdout, `${response.output[0]!.content[0]!.text}\n`, 'the streamed text is the response text');
+      assert.equal(response.seed, 5);
+      assert.equal(response.usage?.output_tokens, 30);
+
+      const background = await runCli(['run', 'lmsp-tiny', 'later', '--background', '--max-tokens', '5', ...dir]);
+      assert.equal(background.code, 0, background.stderr);
+      assert.match(background.stdout.trim(), /^resp_[0-9A-Za-z]+$/);
+
+      const table = await runCli(['tasks', 'ls', ...dir]);
+      assert.match(table.stdout, /^ID\s+STATUS\s+MODEL/);
+      assert.equal(table.stdout.trim().split('\n').length, 3);
+
+      const taskId = tasks.data[0]!.id;
+      const shown = await runCli(['tasks', 'show', taskId, ...dir]);
+      assert.match(shown.stdout, new RegExp(`task\\s+${taskId}`));
+      const shownJson = JSON.parse((await runCli(['tasks', 'show', taskId, '--json', ...dir])).stdout) as { task: TaskObject };
+      assert.equal(shownJson.task.id, taskId);
+
+      const events = await runCli(['tasks', 'events', taskId, '--json', ...dir]);
+      const lines = events.stdout.trim().split('\n').map((line) => JSON.parse(line) as { sequence_number: number; type: string });
+      assert.deepEqual(lines.map((line) => line.sequence_number), lines.map((_, index) => index + 1));
+      const after = await runCli(['tasks', 'events', taskId, '--after', '3', '--json', ...dir]);
+      assert.equal(JSON.parse(after.stdout.split('\n')[0]!).sequence_number, 4);
+      const human = await runCli(['tasks', 'events', taskId, ...dir]);
+      assert.match(human.stdout, /response\.created/);
+
+      const missing = await runCli(['tasks', 'show', 'task_nope', ...dir]);
+      assert.notEqual(missing.code, 0);
+      assert.match(missing.stderr, /not_found/);
+    }));
+
+  test('tasks events --follow tails a live task to its end; tasks cancel stops one', { timeout: 90_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
+      const dir = ['--data-dir', service.dataDir];
+      const follow = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 60 });
+      const followed = await runCli(['tasks', 'events', follow.body.task.id, '--follow', '--json', ...dir]);
+      assert.equal(followed.code, 0, followed.stderr);
+      const types = followed.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { type: string }).type);
+      assert.equal(types[0], 'response.created');
+      assert.equal(types.at(-1), 'response.incomplete');
+
+      const long = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 5000 });
+      await waitFor(async () => (await service.client.getTask(long.body.task.id)).status === 'running');
+      const cancelled = await runCli(['tasks', 'cancel', long.body.task.id, ...dir]);
+      assert.equal(cancelled.code, 0, cancelled.stderr);
+      assert.match(cancelled.stdout, /cancelling/);
+      await waitFor(async () => (await service.client.getTask(long.body.task.id)).status === 'cancelled');
+    }));
+
+  test('Ctrl-C during lmsp run cancels the task', { timeout: 90_000 }, () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
+    const child = spawn(process.execPath, [LMSP_BIN, 'run', 'lmsp-tiny', 'go', '--max-tokens', '5000', '--data-dir', service.dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await waitFor(() => output.length > 10, { what: 'some streamed text' });
+    child.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    assert.equal(code, 130);
+    const [task] = (await service.client.listTasks()).data;
+    await waitFor(async () => (await service.client.getTask(task!.id)).status === 'cancelled');
+  }));
+
+  test('the CLI says so when the service is not running', { timeout: 30_000 }, () => withService({}, async (service) => {
+    await service.stop();
+    const result = await runCli(['tasks', 'ls', '--data-dir', service.dataDir]);
+    assert.equal(result.code, 3);
+    assert.match(result.stderr, /not running/);
+  }));
+
+  test('lmsp doctor passes on a healthy install and fails on a tampered model', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const dir = ['--data-dir', service.dataDir];
+    const healthy = await runCli(['doctor', '--json', ...dir]);
+    assert.equal(healthy.code, 0, healthy.stdout + healthy.stderr);
+    const report = JSON.parse(healthy.stdout) as { ok: boolean; checks: Array<{ check: string; status: string }> };
+    assert.equal(report.ok, true);
+    assert.ok(report.checks.some((check) => check.check === 'service' && check.status === 'ok'));
+    const fd = openSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), 'r+');
+    writeSync(fd, Buffer.from([1, 2, 3]), 0, 3, 300_000);
+    closeSync(fd);
+    const broken = await runCli(['doctor', '--verify', ...dir]);
+    assert.equal(broken.code, 1);
+    assert.match(broken.stdout, /fail\s+model lmsp-tiny: digest is sha256:/);
+  }));
+});
