@@ -158,7 +158,7 @@ export function toHalf(value: number): number {
   const exponent = (bits >>> 23) & 0xff;
   let mantissa = bits & 0x7fffff;
   if (exponent === 0xff) return sign | 0x7c00 | (mantissa ? 0x200 : 0);
-  let halfExponent = exponent - 127 + 15;
+  const halfExponent = exponent - 127 + 15;
   if (halfExponent >= 0x1f) return sign | 0x7c00;
   if (halfExponent <= 0) {
     if (halfExponent < -10) return sign;

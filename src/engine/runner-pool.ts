@@ -182,19 +182,18 @@ export class RunnerPool implements Engine {
     if (runner.keepAliveTimer) clearTimeout(runner.keepAliveTimer);
     runner.keepAliveTimer = null;
     runner.busy = true;
-    const pool = this;
     let released = false;
     return {
       needsLoad: !sameModel(runner.model, model) || !runner.alive,
-      load: (signal) => pool.load(runner, model, signal),
-      generate: (request, hooks, signal) => pool.generate(runner, model, request, hooks, signal),
-      release() {
+      load: (signal) => this.load(runner, model, signal),
+      generate: (request, hooks, signal) => this.generate(runner, model, request, hooks, signal),
+      release: () => {
         if (released) return;
         released = true;
         runner.busy = false;
         runner.lastUsedAt = Date.now();
-        pool.scheduleKeepAlive(runner);
-        pool.capacityChanged();
+        this.scheduleKeepAlive(runner);
+        this.capacityChanged();
       },
     };
   }
