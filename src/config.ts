@@ -15,6 +15,8 @@ export interface DebugDelays {
   tokenDelayMs: number;
   /** A worker waits this long before acting on a cancel. */
   cancelDelayMs: number;
+  /** Caps the database at this many pages, so that tests can fill it like a full disk (0: off). */
+  dbMaxPages: number;
 }
 
 export interface ServiceConfig {
@@ -134,6 +136,7 @@ export const DEBUG_VARIABLES = {
   loadDelayMs: 'LMSP_DEBUG_LOAD_DELAY_MS',
   tokenDelayMs: 'LMSP_DEBUG_TOKEN_DELAY_MS',
   cancelDelayMs: 'LMSP_DEBUG_CANCEL_DELAY_MS',
+  dbMaxPages: 'LMSP_DEBUG_DB_MAX_PAGES',
 } as const satisfies Record<keyof DebugDelays, string>;
 
 export const DATA_DIR_FLAG = '--data-dir';
@@ -211,6 +214,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       loadDelayMs: debugDelay(env, DEBUG_VARIABLES.loadDelayMs),
       tokenDelayMs: debugDelay(env, DEBUG_VARIABLES.tokenDelayMs),
       cancelDelayMs: debugDelay(env, DEBUG_VARIABLES.cancelDelayMs),
+      dbMaxPages: debugDelay(env, DEBUG_VARIABLES.dbMaxPages),
     },
   };
   return config;

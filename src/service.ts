@@ -64,6 +64,8 @@ export function openServiceStore(dataDir: string, bus: TaskEventBus): Store {
 }
 
 export async function startService(config: ServiceConfig, store: Store, bus: TaskEventBus, log: Logger): Promise<RunningService> {
+  // LMSP_DEBUG_DB_MAX_PAGES: a database that cannot grow past this size behaves as on a full disk.
+  if (config.debug.dbMaxPages > 0) store.db.sqlite.pragma(`max_page_count = ${config.debug.dbMaxPages}`);
   const serviceId = store.db.transaction(() => store.config.ensureServiceId());
   const registry = new ModelRegistry(store, config.modelsDir);
   await registry.ensureBuiltin();

@@ -1,6 +1,7 @@
 /** The `clients` table: paired clients, known by the SHA-256 of their token (LMSP section 4). */
 import type { Client, Scope } from '../auth/types.js';
 import type { Sqlite } from './db.js';
+import { ReadCache } from './read-cache.js';
 
 export interface DbClient {
   id: string;
@@ -34,8 +35,11 @@ export class ClientTable {
   private readonly touchStatement;
   private readonly operatorStatement;
   private readonly replaceTokenStatement;
+  /** Every request looks its token up: cached, dropped on any change (read-cache.ts). */
+  private readonly byToken: ReadCache<string, Client>;
 
   constructor(db: Sqlite) {
+    this.byToken = new ReadCache(db);
     this.insertStatement = db.prepare(`
       INSERT INTO clients (id, name, scopes, token_hash, kind, created_at) VALUES (?, ?, ?, ?, ?, ?)`);
     this.byTokenStatement = db.prepare<[Buffer], DbClient>('SELECT * FROM clients WHERE token_hash = ?');
@@ -49,13 +53,16 @@ export class ClientTable {
   }
 
   insert(client: Client, tokenHash: Buffer): void {
+    this.byToken.clear();
     this.insertStatement.run(client.id, client.name, client.scopes.join(' '), tokenHash, client.kind, client.createdAt);
   }
 
   /** The client holding this token hash, revoked or not; the caller decides. */
   findByTokenHash(tokenHash: Buffer): Client | null {
-    const row = this.byTokenStatement.get(tokenHash);
-    return row ? toClient(row) : null;
+    return this.byToken.get(tokenHash.toString('hex'), () => {
+      const row = this.byTokenStatement.get(tokenHash);
+      return row ? toClient(row) : null;
+    });
   }
 
   get(id: string): Client | null {
@@ -68,10 +75,12 @@ export class ClientTable {
   }
 
   revoke(id: string, at: number): boolean {
+    this.byToken.clear();
     return this.revokeStatement.run(at, id).changes > 0;
   }
 
   touch(id: string, at: number): void {
+    this.byToken.clear();
     this.touchStatement.run(at, id);
   }
 
@@ -81,6 +90,7 @@ export class ClientTable {
   }
 
   replaceToken(id: string, tokenHash: Buffer): void {
+    this.byToken.clear();
     this.replaceTokenStatement.run(tokenHash, id);
   }
 }

@@ -2,6 +2,7 @@
 import type { ModelStatus } from '../api/types.js';
 import type { Model } from '../models/types.js';
 import type { Sqlite } from './db.js';
+import { ReadCache } from './read-cache.js';
 
 export interface DbModel {
   id: string;
@@ -46,8 +47,11 @@ export class ModelTable {
   private readonly deleteStatement;
   private readonly updateFileStatement;
   private readonly setStatusStatement;
+  /** Every create looks its model up: cached, dropped on any change (read-cache.ts). */
+  private readonly cache: ReadCache<string, Model>;
 
   constructor(db: Sqlite) {
+    this.cache = new ReadCache(db);
     this.insertStatement = db.prepare(`
       INSERT INTO models (id, path, digest, size_bytes, mtime_ms, architecture, context_length, parameters,
         quantization, tokenizer, status, builtin, created_at, verified_at)
@@ -84,12 +88,15 @@ export class ModelTable {
   }
 
   insert(model: Model): void {
+    this.cache.clear();
     this.insertStatement.run(this.params(model));
   }
 
   get(id: string): Model | null {
-    const row = this.getStatement.get(id);
-    return row ? toModel(row) : null;
+    return this.cache.get(id, () => {
+      const row = this.getStatement.get(id);
+      return row ? toModel(row) : null;
+    });
   }
 
   list(): Model[] {
@@ -97,16 +104,19 @@ export class ModelTable {
   }
 
   delete(id: string): boolean {
+    this.cache.clear();
     return this.deleteStatement.run(id).changes > 0;
   }
 
   /** Records what the file is now: path, digest, size, mtime, GGUF facts and status. */
   updateFile(model: Model): void {
+    this.cache.clear();
     const { created_at: _created, builtin: _builtin, ...params } = this.params(model);
     this.updateFileStatement.run(params);
   }
 
   setStatus(id: string, status: ModelStatus, verifiedAt: number | null = null): void {
+    this.cache.clear();
     this.setStatusStatement.run(status, verifiedAt, id);
   }
 }

@@ -96,8 +96,6 @@ CREATE INDEX tasks_unfinished ON tasks (status, seq)
   WHERE status IN ('queued', 'loading', 'running', 'cancelling');
 CREATE INDEX tasks_finished ON tasks (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX tasks_by_client ON tasks (client_id, seq);
-CREATE INDEX tasks_by_model ON tasks (model)
-  WHERE status IN ('queued', 'loading', 'running', 'cancelling');
 
 CREATE TABLE task_events (
   task_id         TEXT NOT NULL,
