@@ -18,7 +18,7 @@ import { Store } from './store/index.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
 import { Scheduler } from './tasks/scheduler.js';
-import { Sweeper } from './tasks/sweeper.js';
+import { Maintenance } from './tasks/maintenance.js';
 
 export const SERVICE_FILE = 'service.json';
 export const STATE_DIR = 'state';
@@ -91,11 +91,16 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     warn: (message, fields) => log.warn(fields ?? {}, message),
     error: (message, fields) => log.error(fields ?? {}, message),
   } });
-  const sweeper = new Sweeper(store, { retentionMs: config.retentionMs, sweepIntervalMs: config.sweepIntervalMs },
-    (counts) => log.info(counts, 'swept expired records'));
-  // LMSP section 10: the sweeper runs after recovery at startup, then periodically.
-  await sweeper.sweep();
-  sweeper.start();
+  const maintenance = new Maintenance(
+    { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
+    config.sweepIntervalMs,
+    { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
+  );
+  // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
+  // checkpoints move to the maintenance worker too, off the thread that answers requests.
+  await maintenance.sweep();
+  store.db.sqlite.pragma('wal_autocheckpoint = 0');
+  maintenance.start();
 
   const app = await buildApp({
     config, serviceId, store, registry, engine, scheduler, bus,
@@ -127,7 +132,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
       closing ??= (async () => {
         await app.close();
         await scheduler.stop();
-        await sweeper.stop();
+        await maintenance.stop();
         await engine.close();
         await store.close();
         rmSync(serviceFile, { force: true });

@@ -14,6 +14,7 @@
  * dimension. The model therefore only ever writes printable ASCII and spaces, and never stops
  * before `max_output_tokens`.
  */
+import type { GgufFacts } from '../models/types.js';
 import type { GgufFile, GgufTensor, GgufTensorType, GgufValue } from './gguf-writer.js';
 
 export interface SyntheticModelOptions {
@@ -105,6 +106,18 @@ function tokenPreference(id: number): number {
   if (byte >= 0x61 && byte <= 0x7a) return 0.8; // a-z
   if (byte >= 0x41 && byte <= 0x5a) return 0; // A-Z
   return -0.6;
+}
+
+/** What the GGUF reader reports for a synthetic model, known without reading the file. */
+export function syntheticModelFacts(options: SyntheticModelOptions): GgufFacts {
+  const parameters = buildSyntheticModel(options).tensors.reduce((sum, tensor) => sum + tensor.dims.reduce((product, dim) => product * dim, 1), 0);
+  return {
+    architecture: 'llama',
+    contextLength: options.contextLength,
+    parameters,
+    quantization: options.tensorType === 'f32' ? 'F32' : 'F16',
+    tokenizer: 'llama',
+  };
 }
 
 export function buildSyntheticModel(options: SyntheticModelOptions): GgufFile {

@@ -4,7 +4,7 @@
  * file that is not a usable model into `invalid_model_file` before anything is registered.
  */
 import { open, stat } from 'node:fs/promises';
-import { GgufFileType, readGgufFileInfo } from 'node-llama-cpp';
+import type { readGgufFileInfo as ReadGgufFileInfo } from 'node-llama-cpp';
 import { ServiceError } from '../api/errors.js';
 import type { GgufFacts } from './types.js';
 
@@ -21,9 +21,12 @@ function invalid(path: string, why: string): ServiceError {
   return new ServiceError('invalid_model_file', `${path} is not a usable GGUF model: ${why}`, { param: 'path' });
 }
 
-function quantizationName(fileType: unknown): string | null {
+/** node-llama-cpp is large: the service loads it only when it reads a model file. */
+const llamaModule = () => import('node-llama-cpp');
+
+function quantizationName(fileType: unknown, names: Record<number, string>): string | null {
   if (typeof fileType !== 'number') return null;
-  const name = GgufFileType[fileType];
+  const name = names[fileType];
   return name ? name.replace(/^(MOSTLY|ALL)_/, '') : `type_${fileType}`;
 }
 
@@ -56,7 +59,8 @@ export async function readGgufFacts(path: string): Promise<GgufFacts> {
   const { size } = await stat(path);
   if (size === 0) throw invalid(path, 'the file is empty');
   await checkFixedHeader(path, size);
-  let info: Awaited<ReturnType<typeof readGgufFileInfo>>;
+  const { readGgufFileInfo, GgufFileType } = await llamaModule();
+  let info: Awaited<ReturnType<typeof ReadGgufFileInfo>>;
   try {
     info = await readGgufFileInfo(path, { readTensorInfo: true, logWarnings: false });
   } catch (error) {
@@ -91,7 +95,7 @@ export async function readGgufFacts(path: string): Promise<GgufFacts> {
     architecture,
     contextLength,
     parameters,
-    quantization: quantizationName(general.file_type),
+    quantization: quantizationName(general.file_type, GgufFileType as unknown as Record<number, string>),
     tokenizer: typeof tokenizer === 'string' ? tokenizer : null,
   };
 }

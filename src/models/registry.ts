@@ -9,7 +9,7 @@ import { ServiceError, invalidRequest } from '../api/errors.js';
 import type { ModelObject } from '../api/types.js';
 import { EngineError } from '../engine/engine.js';
 import { writeGgufFile } from '../engine/gguf-writer.js';
-import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
+import { buildSyntheticModel, LMSP_TINY, syntheticModelFacts } from '../engine/synthetic-model.js';
 import { MODEL_ID_PATTERN } from '../ids.js';
 import type { Store, WriteContext } from '../store/index.js';
 import { nowSeconds } from '../time.js';
@@ -180,9 +180,11 @@ export class ModelRegistry {
     if (this.store.config.get(BUILTIN_REGISTERED_KEY)) return;
     mkdirSync(this.modelsDir, { recursive: true, mode: 0o755 });
     const path = join(this.modelsDir, `${BUILTIN_MODEL_ID}.gguf`);
-    if (!existsSync(path)) writeGgufFile(path, buildSyntheticModel(LMSP_TINY));
+    const written = !existsSync(path);
+    if (written) writeGgufFile(path, buildSyntheticModel(LMSP_TINY));
     if (!this.store.models.get(BUILTIN_MODEL_ID)) {
-      const facts = await readGgufFacts(path);
+      // Facts of a file we just wrote are known; reading them would load node-llama-cpp here.
+      const facts = written ? syntheticModelFacts(LMSP_TINY) : await readGgufFacts(path);
       const digest = await hashFile(path);
       const info = await stat(path);
       const now = nowSeconds();

@@ -57,7 +57,8 @@ export class TaskLifecycle {
 
   /** The text of the current attempt so far (LMSP 7.3: the concatenation of its deltas). */
   outputText(task: Task): string {
-    return this.events.outputText(task.id, task.outputStartSeq);
+    // No token in this attempt means no delta to read (recovery of many idle tasks skips the query).
+    return task.outputTokens === 0 ? '' : this.events.outputText(task.id, task.outputStartSeq);
   }
 
   private header(task: Task): ResponseHeader {
@@ -188,7 +189,7 @@ export class TaskLifecycle {
         payload: this.responsePayload(header, () => text),
       },
     ]);
-    if (finished) this.responses.setOutputText(task.responseId, text);
+    if (finished && text !== '') this.responses.setOutputText(task.responseId, text);
     return finished;
   }
 
@@ -211,7 +212,7 @@ export class TaskLifecycle {
     const failed = this.apply(context, task, 'failed', { ...change, finishedAt: nowSeconds(), error: { code, message } }, [
       { type: 'response.failed', payload: this.responsePayload(header, () => text) },
     ], phase);
-    if (failed) this.responses.setOutputText(task.responseId, text);
+    if (failed && text !== '') this.responses.setOutputText(task.responseId, text);
     return failed;
   }
 
@@ -255,7 +256,7 @@ export class TaskLifecycle {
     const cancelled = this.apply(context, task, 'cancelled', { finishedAt: nowSeconds() }, [
       { type: 'response.cancelled', payload: this.responsePayload(header, () => text) },
     ], phase);
-    if (cancelled) this.responses.setOutputText(task.responseId, text);
+    if (cancelled && text !== '') this.responses.setOutputText(task.responseId, text);
     return cancelled;
   }
 

@@ -1,7 +1,8 @@
 /**
- * The retention sweeper (LMSP section 10): after recovery at startup and every
- * `sweep_interval`, it deletes what has expired in transactions of at most a thousand rows,
- * giving the event loop back between them so requests are never blocked for long.
+ * The retention sweeper (LMSP section 10): it deletes what has expired in transactions of at
+ * most a thousand rows, pausing between them so that other writers get the database too. The
+ * service runs it in its maintenance worker (maintenance.ts), after recovery at startup and
+ * every `sweep_interval`; `lmsp gc` runs it directly.
  */
 import type { Store } from '../store/index.js';
 import { SWEEP_BATCH_ROWS, type SweepCounts } from '../store/retention.js';
@@ -12,7 +13,10 @@ export interface SweepOptions {
   sweepIntervalMs: number;
 }
 
-const yieldToRequests = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** Lets other work in, between two transactions: a turn of the event loop, or a short sleep. */
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
+}
 
 /** The `finished_at` before which finished tasks expire; null when retention is forever. */
 export function retentionCutoff(retentionMs: number, now = nowSeconds()): number | null {
@@ -24,7 +28,7 @@ export class Sweeper {
   private running: Promise<SweepCounts> | null = null;
 
   constructor(private readonly store: Store, private readonly options: SweepOptions,
-    private readonly log: (counts: SweepCounts) => void = () => {}) {}
+    private readonly log: (counts: SweepCounts) => void = () => {}, private readonly pauseMs = 0) {}
 
   /** One full sweep; concurrent calls share the sweep in progress. */
   sweep(): Promise<SweepCounts> {
@@ -39,17 +43,19 @@ export class Sweeper {
     const now = nowSeconds();
     const cutoff = retentionCutoff(this.options.retentionMs, now);
     for (;;) {
+      const started = performance.now();
       const batch = this.store.db.transaction(() => this.store.retention.sweepBatch(cutoff, SWEEP_BATCH_ROWS));
       counts.tasks += batch.tasks;
       counts.events += batch.events;
       if (batch.tasks === 0 && batch.events === 0) break;
-      await yieldToRequests();
+      // At most half the time sweeping when pausing at all: a long sweep must not starve requests.
+      await pause(this.pauseMs > 0 ? Math.max(this.pauseMs, performance.now() - started) : 0);
     }
     for (;;) {
       const deleted = this.store.db.transaction(() => this.store.idempotency.deleteExpired(now, SWEEP_BATCH_ROWS));
       counts.idempotencyKeys += deleted;
       if (deleted < SWEEP_BATCH_ROWS) break;
-      await yieldToRequests();
+      await pause(this.pauseMs);
     }
     counts.pairingCodes = this.store.db.transaction(() => this.store.pairingCodes.deleteExpired(now));
     if (counts.tasks + counts.events + counts.idempotencyKeys + counts.pairingCodes > 0) this.log(counts);

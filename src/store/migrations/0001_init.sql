@@ -92,7 +92,7 @@ CREATE TABLE tasks (
 );
 
 -- Unfinished tasks, for the scheduler and for recovery; finished tasks by age, for the sweeper.
-CREATE INDEX tasks_unfinished ON tasks (status, seq)
+CREATE INDEX tasks_unfinished ON tasks (status, seq, on_restart)
   WHERE status IN ('queued', 'loading', 'running', 'cancelling');
 CREATE INDEX tasks_finished ON tasks (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX tasks_by_client ON tasks (client_id, seq);

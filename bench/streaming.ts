@@ -1,0 +1,108 @@
+/**
+ * Streaming overhead: tokens per second of one generation streamed over SSE through the service
+ * (every delta committed to the database before it is sent) against node-llama-cpp decoding the
+ * same model, prompt and seed directly; and the time to first token of each.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { writeGgufFile } from '../src/engine/gguf-writer.js';
+import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.js';
+import { defaultThreads } from '../src/config.js';
+import { api } from '../test/helpers/service.js';
+import { readSse } from '../test/helpers/sse.js';
+import { log, median, runs, startService, type Figure, type TestService } from './lib.js';
+
+const TOKENS = 512;
+const SEED = 1234;
+const INPUT = 'Tell me everything about the sea.';
+
+interface Measurement {
+  ttftMs: number;
+  tokensPerSecond: number;
+}
+
+async function throughService(service: TestService, modelId: string): Promise<Measurement> {
+  const started = performance.now();
+  const response = await api(service, '/v1/responses', {
+    method: 'POST',
+    json: { model: modelId, input: INPUT, stream: true, max_output_tokens: TOKENS, seed: SEED, temperature: 1 },
+  });
+  let first = 0;
+  let last = 0;
+  let tokens = 0;
+  for await (const frame of readSse(response)) {
+    if (frame.event === 'response.output_text.delta') {
+      last = performance.now();
+      if (!first) first = last;
+    } else if (frame.event === 'response.incomplete' || frame.event === 'response.completed') {
+      tokens = (JSON.parse(frame.data) as { response: { usage: { output_tokens: number } } }).response.usage.output_tokens;
+    }
+  }
+  if (tokens !== TOKENS) throw new Error(`expected ${TOKENS} tokens, got ${tokens}`);
+  // Deltas may carry several tokens; the first delta holds at least the first token.
+  return { ttftMs: first - started, tokensPerSecond: (tokens - 1) / ((last - first) / 1000) };
+}
+
+function direct(modelPath: string, count: number): Promise<Measurement[]> {
+  const script = fileURLToPath(new URL('./direct-decode.js', import.meta.url));
+  const child = spawn(process.execPath, [script, modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), String(count)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  return new Promise((resolve, reject) => child.on('exit', (code) => {
+    if (code !== 0) return reject(new Error(`direct decoding exited with ${code}`));
+    resolve(output.trim().split('\n').map((line) => JSON.parse(line) as Measurement));
+  }));
+}
+
+export async function benchStreaming(): Promise<Figure[]> {
+  const service = await startService({ env: { LMSP_LOG_LEVEL: 'warn' } });
+  try {
+    const modelPath = join(service.dataDir, 'models', 'bench.gguf');
+    writeGgufFile(modelPath, buildSyntheticModel(BENCH_MODEL));
+    const registered = await api(service, '/v1/models', { method: 'POST', json: { path: 'bench.gguf', id: 'bench' } });
+    if (registered.status !== 201) throw new Error(`cannot register the benchmark model: ${registered.status}`);
+    await throughService(service, 'bench'); // loads the model
+    const viaService: Measurement[] = [];
+    const viaDirect: Measurement[] = [];
+    for (let run = 0; run < runs(); run++) {
+      viaService.push(await throughService(service, 'bench'));
+      // The service keeps its model loaded meanwhile, as it would between requests.
+      viaDirect.push(...(await direct(modelPath, 1)));
+      log(`streaming run ${run + 1}: service ${viaService.at(-1)!.tokensPerSecond.toFixed(0)} tok/s, direct ${viaDirect.at(-1)!.tokensPerSecond.toFixed(0)} tok/s`);
+    }
+    const serviceRate = median(viaService.map((m) => m.tokensPerSecond));
+    const directRate = median(viaDirect.map((m) => m.tokensPerSecond));
+    const serviceTtft = median(viaService.map((m) => m.ttftMs));
+    const directTtft = median(viaDirect.map((m) => m.ttftMs));
+    const model = `${BENCH_MODEL.embedding} wide, ${BENCH_MODEL.layers} layers, ${BENCH_MODEL.tensorType}`;
+    return [
+      {
+        name: 'Streaming throughput (tokens/s)',
+        value: serviceRate,
+        baseline: directRate,
+        unit: 'tok/s',
+        ratio: serviceRate / directRate,
+        target: '>= 0.95',
+        met: serviceRate / directRate >= 0.95,
+        how: `${TOKENS} tokens of a generated ${model} model, seed ${SEED}: SSE through the service (deltas committed first) vs node-llama-cpp directly, ${defaultThreads()} thread(s)`,
+        samples: { value: viaService.map((m) => m.tokensPerSecond), baseline: viaDirect.map((m) => m.tokensPerSecond) },
+      },
+      {
+        name: 'Time to first token (ms)',
+        value: serviceTtft,
+        baseline: directTtft,
+        unit: 'ms',
+        ratio: serviceTtft / directTtft,
+        target: 'reported',
+        met: true,
+        how: 'from the request (service: POST over HTTP, task committed, context created) or from context creation (direct) to the first token, model loaded in both',
+        samples: { value: viaService.map((m) => m.ttftMs), baseline: viaDirect.map((m) => m.ttftMs) },
+      },
+    ];
+  } finally {
+    await service.kill();
+  }
+}
