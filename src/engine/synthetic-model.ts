@@ -26,6 +26,8 @@ export interface SyntheticModelOptions {
   contextLength: number;
   tensorType: GgufTensorType;
   seed: number;
+  /** A Jinja chat template to store in the file (tests of template rendering). */
+  chatTemplate?: string;
 }
 
 /** The built-in model. Changing anything here changes its digest everywhere. */
@@ -213,6 +215,7 @@ export function buildSyntheticModel(options: SyntheticModelOptions): GgufFile {
     ['tokenizer.ggml.unknown_token_id', { type: 'u32', value: 0 }],
     ['tokenizer.ggml.add_bos_token', { type: 'bool', value: true }],
     ['tokenizer.ggml.add_eos_token', { type: 'bool', value: false }],
+    ...(options.chatTemplate ? [['tokenizer.chat_template', { type: 'string', value: options.chatTemplate }] as const] : []),
   ];
   return { metadata, tensors };
 }

@@ -99,3 +99,26 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
     assert.match(broken.stdout, /fail\s+model lmsp-tiny: digest is sha256:/);
   }));
 });
+
+describe('lmsp tasks events --follow across a crash', () => {
+  test('reconnects after the service restarts and prints every event once, in order', { timeout: 90_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
+      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 300, on_restart: 'resume', seed: 4 });
+      const child = spawn(process.execPath, [LMSP_BIN, 'tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir],
+        { stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      let errors = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
+      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+      await waitFor(() => output.split('\n').length > 20, { what: 'some followed events' });
+      await service.kill();
+      await service.restart();
+      assert.equal(await closed, 0, errors);
+      assert.match(errors, /reconnecting after event \d+/);
+      const events = output.trim().split('\n').map((line) => JSON.parse(line) as { sequence_number: number; type: string });
+      assert.deepEqual(events.map((event) => event.sequence_number), events.map((_, index) => index + 1), 'every event once, in order');
+      assert.ok(events.some((event) => event.type === 'response.resumed'));
+      assert.equal(events.at(-1)!.type, 'response.incomplete');
+    }));
+});

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { TaskEvent } from '../../src/api/types.js';
 import { writeGgufFile } from '../../src/engine/gguf-writer.js';
-import { BENCH_MODEL, buildSyntheticModel } from '../../src/engine/synthetic-model.js';
+import { BENCH_MODEL, buildSyntheticModel, LMSP_TINY } from '../../src/engine/synthetic-model.js';
 import { api, childPids, waitFor, withService, type TestService } from '../helpers/service.js';
 
 async function eventTypes(service: TestService, taskId: string): Promise<string[]> {
@@ -82,4 +82,21 @@ describe('llama.cpp runners (issue: models and real inference)', () => {
       const next = await service.client.createResponse({ model: 'lmsp-tiny', input: 'y', max_output_tokens: 3 });
       assert.equal(next.body.status, 'incomplete', 'the service goes on');
     }));
+});
+
+describe('chat templates', () => {
+  test("a model's own chat template renders the conversation; without one a plain layout is used", { timeout: 60_000 }, () => withService({}, async (service) => {
+    const template = "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    writeGgufFile(join(service.dataDir, 'models', 'templated.gguf'), buildSyntheticModel({ ...LMSP_TINY, name: 'templated', chatTemplate: template }));
+    assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'templated.gguf', id: 'templated' } })).status, 201);
+    const input = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Hello there.' }];
+    const plain = await service.client.createResponse({ model: 'lmsp-tiny', input, max_output_tokens: 4 });
+    const templated = await service.client.createResponse({ model: 'templated', input, max_output_tokens: 4 });
+    assert.equal(templated.body.status, 'incomplete');
+    const plainTokens = plain.body.usage!.input_tokens;
+    const templatedTokens = templated.body.usage!.input_tokens;
+    // "System: Be brief.\nUser: Hello there.\nAssistant:" against the ChatML markers around each message.
+    assert.notEqual(templatedTokens, plainTokens);
+    assert.ok(templatedTokens > plainTokens, `the template adds its markers (${templatedTokens} vs ${plainTokens} tokens)`);
+  }));
 });

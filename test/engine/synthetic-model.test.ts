@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { readGgufFileInfo } from 'node-llama-cpp';
 import { encodeGgufHeader, toHalf, writeGgufFile, GGUF_ALIGNMENT } from '../../src/engine/gguf-writer.js';
-import { buildSyntheticModel, LMSP_TINY, SYNTHETIC_VOCABULARY_SIZE } from '../../src/engine/synthetic-model.js';
+import { buildSyntheticModel, LMSP_TINY, SYNTHETIC_VOCABULARY_SIZE, syntheticModelFacts } from '../../src/engine/synthetic-model.js';
 import { readGgufFacts } from '../../src/models/gguf.js';
 import { withDataDir } from '../helpers/data-dir.js';
 
@@ -45,6 +45,7 @@ describe('the GGUF writer and lmsp-tiny (LMSP section 5)', () => {
     const facts = await readGgufFacts(path);
     assert.deepEqual(facts, { architecture: 'llama', contextLength: 16384, parameters: facts.parameters, quantization: 'F32', tokenizer: 'llama' });
     assert.ok(facts.parameters! > 100_000);
+    assert.deepEqual(syntheticModelFacts(LMSP_TINY), facts, 'the facts the registry records without reading the file are what the reader says');
   }));
 
   test('the header is padded to the alignment', () => {

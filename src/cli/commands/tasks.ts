@@ -81,23 +81,31 @@ export function registerTasks(program: Command): void {
           last = page.data.at(-1)!.sequence_number;
         }
       }
-      // Follow, and after a dropped connection resume after the last event seen (LMSP 7.3).
+      // Follow, and after a dropped connection (the service restarted, say) reconnect, wherever
+      // the service now listens, and resume after the last event seen (LMSP 7.3).
+      let current = client;
       for (let failures = 0; ;) {
         try {
-          for await (const event of client.followTaskEvents(id, last)) {
+          for await (const event of current.followTaskEvents(id, last)) {
+            if (event.sequence_number <= last) continue;
             print(event);
             last = event.sequence_number;
             failures = 0;
             if (TERMINAL.has(event.type)) return;
           }
-          const task = await client.getTask(id);
+          const task = await current.getTask(id);
           if (task.finished_at !== null && task.last_sequence_number <= last) return;
         } catch (error) {
           if ((error as { status?: number }).status) throw error;
           failures += 1;
-          if (failures > 30) throw error;
+          if (failures > 60) throw error;
           process.stderr.write(`lmsp: connection lost (${(error as Error).message}); reconnecting after event ${last}\n`);
-          await sleep(Math.min(5000, 250 * failures));
+          await sleep(Math.min(2000, 100 * failures));
+          try {
+            current = operatorClient(options);
+          } catch {
+            // not running yet: try again
+          }
         }
       }
     }));
