@@ -12,7 +12,7 @@ import { newId } from '../ids.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
-import { isFinal } from './states.js';
+import { isFinal, type RestartPolicy } from './states.js';
 import type { ChatMessage, InputItem, StoredResponse, Task } from './types.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
@@ -117,18 +117,23 @@ export async function prepareResponse(deps: { store: Store; registry: ModelRegis
     outputItemId: newId('msg'),
     outputText: null,
   };
-  const task: Task = {
+  return { response, task: newTask(response, body.on_restart ?? (background ? 'resume' : 'fail')) };
+}
+
+/** The task of a new response, queued, before its first event. */
+export function newTask(response: Pick<StoredResponse, 'id' | 'clientId' | 'model' | 'createdAt'>, onRestart: RestartPolicy): Task {
+  return {
     seq: 0,
     id: newId('task'),
     kind: 'response',
     responseId: response.id,
-    clientId: client.id,
-    model: model.id,
+    clientId: response.clientId,
+    model: response.model,
     status: 'queued',
-    onRestart: body.on_restart ?? (background ? 'resume' : 'fail'),
+    onRestart,
     attempt: 1,
     restarts: 0,
-    createdAt,
+    createdAt: response.createdAt,
     startedAt: null,
     finishedAt: null,
     lastSequenceNumber: 0,
@@ -138,5 +143,4 @@ export async function prepareResponse(deps: { store: Store; registry: ModelRegis
     finishReason: null,
     error: null,
   };
-  return { response, task };
 }

@@ -1,6 +1,7 @@
 /** Records for store-level tests, built the way the service builds them. */
 import { newId } from '../../src/ids.js';
 import type { RestartPolicy } from '../../src/tasks/states.js';
+import { newTask } from '../../src/tasks/create-response.js';
 import type { StoredResponse, Task } from '../../src/tasks/types.js';
 import { nowSeconds } from '../../src/time.js';
 
@@ -26,26 +27,6 @@ export function makeResponseAndTask(options: { clientId?: string; model?: string
     outputItemId: newId('msg'),
     outputText: null,
   };
-  const task: Task = {
-    seq: 0,
-    id: newId('task'),
-    kind: 'response',
-    responseId: response.id,
-    clientId: response.clientId,
-    model: response.model,
-    status: 'queued',
-    onRestart: options.onRestart ?? 'resume',
-    attempt: 1,
-    restarts: 0,
-    createdAt,
-    startedAt: null,
-    finishedAt: null,
-    lastSequenceNumber: 0,
-    outputStartSeq: 0,
-    inputTokens: null,
-    outputTokens: 0,
-    finishReason: null,
-    error: null,
-  };
+  const task = newTask(response, options.onRestart ?? 'resume');
   return { response, task };
 }
