@@ -136,7 +136,10 @@ export function registerResponseRoutes(app: FastifyInstance, services: AppServic
     const query = request.query as { stream?: boolean; starting_after?: number };
     const task = visibleTaskOfResponse(store, client, id);
     if (query.stream) {
-      await streamTaskEvents(services, reply, task.id, query.starting_after ?? 0);
+      // A reconnecting EventSource names the last event it saw, as on the task event stream.
+      const lastEventId = Number(request.headers['last-event-id']);
+      const after = Number.isInteger(lastEventId) && lastEventId >= 0 ? lastEventId : query.starting_after ?? 0;
+      await streamTaskEvents(services, reply, task.id, after);
       return;
     }
     return responseView(store, task);
