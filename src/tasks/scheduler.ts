@@ -60,9 +60,16 @@ class OutputWriter {
   }
 }
 
+/** After the database refused a write, work waits this long (doubling, up to a minute). */
+const STORAGE_BACKOFF_MS = { first: 1000, max: 60_000 };
+
 export class Scheduler {
   private readonly claims = new Map<string, Claim>();
   private stopped = false;
+  /** While storage fails, starting (or resuming) tasks would only fail again: wait instead. */
+  private pausedUntil = 0;
+  private backoffMs = 0;
+  private resumeTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly store: Store,
@@ -89,7 +96,7 @@ export class Scheduler {
 
   /** Fills free slots with the next runnable tasks. */
   pump(): void {
-    if (this.stopped) return;
+    if (this.stopped || Date.now() < this.pausedUntil) return;
     while (this.claims.size < this.options.parallel) {
       const task = this.store.tasks.nextRunnable(this.claims.keys());
       if (!task) return;
@@ -154,6 +161,7 @@ export class Scheduler {
       await writer.flush();
       if (writer.failure) throw writer.failure;
       await this.write((c) => lifecycle.complete(c, task.id, finishReason));
+      this.backoffMs = 0;
     } catch (error) {
       await output?.flush().catch(() => undefined);
       await this.recordFailure(task, error, output?.failure ?? null);
@@ -164,9 +172,17 @@ export class Scheduler {
     const lifecycle = this.store.lifecycle;
     const storageError = storageFailure ?? (error instanceof ServiceError && error.code === 'storage_unavailable' ? error : null);
     if (storageError || this.stopped) {
-      // Nothing more can be recorded now; the task stays as it is on disk and recovery applies
-      // its restart policy (resuming from what was committed) at the next start.
-      if (storageError) this.options.log.error('cannot record task progress', { task: task.id, error: String(storageError) });
+      // Nothing more can be recorded now: the task stays as it is on disk (a running task is
+      // picked up again and resumes from what was committed), after a pause, so that a full or
+      // read-only disk does not turn into a loop that regenerates the same tokens.
+      if (storageError) {
+        this.backoffMs = Math.min(STORAGE_BACKOFF_MS.max, this.backoffMs === 0 ? STORAGE_BACKOFF_MS.first : this.backoffMs * 2);
+        this.pausedUntil = Date.now() + this.backoffMs;
+        this.options.log.error('cannot record task progress; pausing work', { task: task.id, error: String(storageError), retry_in_ms: this.backoffMs });
+        if (this.resumeTimer) clearTimeout(this.resumeTimer);
+        this.resumeTimer = setTimeout(() => this.pump(), this.backoffMs + 10);
+        this.resumeTimer.unref();
+      }
       return;
     }
     try {
@@ -188,6 +204,7 @@ export class Scheduler {
    * tasks stay as they are on disk and are recovered by their restart policy at the next start. */
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.resumeTimer) clearTimeout(this.resumeTimer);
     for (const claim of this.claims.values()) claim.abort.abort();
     await Promise.allSettled([...this.claims.values()].map((claim) => claim.done));
   }
