@@ -13,6 +13,11 @@
  *
  * Also here, because they need the same machinery: the disk-full, read-only-filesystem and
  * corrupt-database checks (`runDiskFullCheck`, `runReadOnlyCheck`, `runCorruptDatabaseCheck`).
+ *
+ *   node dist/bench/torture.js [--rounds N] [--seed S] [--workers W] [--no-faults] [--keep-data-dir]
+ *
+ * or LMSP_TORTURE_ROUNDS, LMSP_TORTURE_SEED, LMSP_TORTURE_WORKERS. Exit status 0 when every count
+ * is 0, 1 when one is not, 2 when the harness itself failed.
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
@@ -37,7 +42,7 @@ import { readSse, type SseFrame } from '../test/helpers/sse.js';
 // ---------------------------------------------------------------------------------------------
 
 export interface TortureOptions {
-  /** Rounds, each ending with one SIGKILL (default 250). */
+  /** Rounds, each ending with one SIGKILL (default 220: about 12 minutes on two cores). */
   rounds?: number;
   /** Concurrent client workers per round (default 4). */
   workers?: number;
@@ -409,7 +414,7 @@ interface RoundContext {
 type Action = 'create_background' | 'create_stream' | 'create_plain' | 'idempotent_burst' | 'replay_key' | 'cancel' | 'follow';
 
 const ACTIONS_CREATING: Record<Action, number> = {
-  create_background: 30, create_stream: 10, create_plain: 5, idempotent_burst: 10, replay_key: 8, cancel: 10, follow: 6,
+  create_background: 30, create_stream: 10, create_plain: 5, idempotent_burst: 10, replay_key: 8, cancel: 6, follow: 6,
 };
 /** A round with too long a backlog only cancels and reads, so the backlog shrinks. */
 const ACTIONS_DRAINING: Record<Action, number> = {
@@ -501,8 +506,9 @@ async function create(context: RoundContext, plan: CreatePlan, key: string | nul
  * 1, 2, 3... (a replayed stream starts from the beginning too).
  */
 async function readCreateStream(context: RoundContext, answer: Response, action: string): Promise<string | null> {
+  // A fresh stream's start is an acknowledgement by itself: the task was committed before the
+  // status line, so the id counts even if the kill comes before the first frame.
   let responseId = responseIdFromLocation(answer.headers.get('location'));
-  // A fresh stream start is an acknowledgement by itself: the task was committed before byte one.
   const wanted = context.random.int(1, 12);
   const frames: SseFrame[] = [];
   const reader = readSse(answer);
@@ -938,7 +944,7 @@ function phaseTimer(info: Info): (name: string) => void {
   };
 }
 
-/** Restarts the service undisturbed and waits (bounded) until no task is unfinished. */
+/** Waits (bounded) until no task is unfinished; false when some still were at the deadline. */
 async function drain(service: TestService, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -1002,20 +1008,26 @@ async function activityAndKill(context: Omit<RoundContext, 'signal' | 'createBud
     runWorker({ ...roundContext, random: new Random(random.int(0, 2 ** 31) + index) }, weights));
   // Each restart loads the model again (more than a second): without this wait most kills would
   // find every task queued or loading, and few running, mid-output.
+  const phase = phaseTimer(info);
   if (random.chance(options.runningShare)) {
     if (await waitForRunning(service, 5000, controller.signal)) info.bump('rounds_killed_while_running');
+    phase('wait_for_running');
   }
   await sleep(random.int(options.minActivityMs, options.maxActivityMs));
+  phase('activity');
   const reap = await killService(service, info);
   controller.abort();
+  phase('kill');
   // Requests cut by the kill fail at once; the bound is for a stuck one.
   if (!(await settledWithin(workers, 15_000))) info.bump('workers_still_busy_after_kill');
+  phase('workers_settle');
   await reap();
+  phase('runners_exit');
 }
 
 export async function runTorture(options: TortureOptions = {}): Promise<TortureReport> {
   const settings = {
-    rounds: options.rounds ?? 250,
+    rounds: options.rounds ?? 220,
     workers: options.workers ?? 4,
     minActivityMs: options.minActivityMs ?? 100,
     maxActivityMs: options.maxActivityMs ?? 1500,
@@ -1046,7 +1058,7 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
       const phase = phaseTimer(info);
       await activityAndKill({ round, service, random, ledger, violations, info }, settings);
       kills += 1;
-      phase('activity_and_kill');
+      phase('round');
       const where = `round ${round}`;
       const offline = offlineCheck(dataDir, inputs, { full: round % settings.fullScanEvery === 0, where });
       tasksInDatabase = offline.tasks;
@@ -1192,7 +1204,8 @@ async function countLost(service: TestService, acknowledged: readonly string[]):
   return lost;
 }
 
-function integrityOk(dataDir: string): string {
+/** `PRAGMA integrity_check` on the database opened read-only (the service must be down). */
+function integrityCheck(dataDir: string): string {
   const db = new BetterSqlite3(join(dataDir, 'lmsp.db'), { readonly: true, fileMustExist: true });
   try {
     return (db.pragma('integrity_check') as Array<{ integrity_check: string }>).map((row) => row.integrity_check).join('; ');
@@ -1201,71 +1214,137 @@ function integrityOk(dataDir: string): string {
   }
 }
 
-/** A create that must be accepted: tried for a few seconds (the first may still meet a full WAL). */
-async function createAccepted(service: TestService, attempts = 20): Promise<boolean> {
+/**
+ * A create that must be accepted, tried for a few seconds (the first may still meet a full WAL);
+ * the accepted response joins `acknowledged`.
+ */
+async function createAccepted(service: TestService, acknowledged: string[], attempts = 20): Promise<boolean> {
   for (let attempt = 0; attempt < attempts; attempt++) {
     const answer = await api(service, '/v1/responses', { method: 'POST', json: { model: MODEL, input: 'space again', background: true, max_output_tokens: 5 }, signal: AbortSignal.timeout(10_000) });
-    await answer.body?.cancel().catch(() => undefined);
-    if (answer.status === 202) return true;
+    const body = (await answer.json()) as ResponseObject;
+    if (answer.status === 202) {
+      acknowledged.push(body.id);
+      return true;
+    }
     await sleep(250);
   }
   return false;
 }
 
-/** After the fault: restarted, nothing acknowledged lost, integrity ok, every task finishes. */
-async function afterFault(service: TestService, acknowledged: readonly string[], report: FaultReport): Promise<TestService> {
-  await service.kill();
-  const integrity = integrityOk(service.dataDir);
+/**
+ * A seeded resume task that is mid-output when a fault comes: whatever the storage did to it, it
+ * must end with exactly the text of an uninterrupted run (LMSP 7.5).
+ */
+const WITNESS: CreateResponseBody = { model: MODEL, input: 'A witness of the fault.', seed: 77, temperature: 1, top_p: 0.9, max_output_tokens: 1000 };
+
+/** Starts the witness and waits (bounded) until it has some output committed. */
+async function startWitness(service: TestService): Promise<string> {
+  const answer = await api(service, '/v1/responses', { method: 'POST', json: { ...WITNESS, background: true, on_restart: 'resume' }, signal: AbortSignal.timeout(30_000) });
+  if (answer.status !== 202) throw new Error(`the witness create answered ${answer.status}: ${await answer.text()}`);
+  const responseId = ((await answer.json()) as ResponseObject).id;
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline && (await outputTokens(service, responseId)) < 20) await sleep(50);
+  return responseId;
+}
+
+async function outputTokens(service: TestService, responseId: string): Promise<number> {
+  const response = (await (await api(service, `/v1/responses/${responseId}`, { signal: AbortSignal.timeout(10_000) })).json()) as ResponseObject;
+  return response.usage?.output_tokens ?? 0;
+}
+
+/** Waits (bounded) for a response's task to finish; the response as it is then. */
+async function finishedResponse(service: TestService, responseId: string, timeoutMs: number): Promise<ResponseObject> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const response = (await (await api(service, `/v1/responses/${responseId}`, { signal: AbortSignal.timeout(10_000) })).json()) as ResponseObject;
+    if (FINAL_STATUSES.has(response.task.status) || Date.now() > deadline) return response;
+    await sleep(100);
+  }
+}
+
+async function checkWitness(service: TestService, responseId: string, report: FaultReport): Promise<void> {
+  const witness = await finishedResponse(service, responseId, 60_000);
+  // The uninterrupted run, on the same (now undisturbed) service.
+  const answer = await api(service, '/v1/responses', { method: 'POST', json: { ...WITNESS, background: true }, signal: AbortSignal.timeout(30_000) });
+  const reference = await finishedResponse(service, ((await answer.json()) as ResponseObject).id, 120_000);
+  const resumed = (await eventsViaApi(service, witness.task.id)).filter((event) => event.type === 'response.resumed').length;
+  report.notes.push(`the witness task ended ${witness.task.status} after ${resumed} resume(s), attempt ${witness.task.attempt}`);
+  if (reference.task.status !== 'completed') {
+    countFault(report, 'reference_run_unfinished');
+    report.notes.push(`the uninterrupted run of the witness's request was still ${reference.task.status} after 120 s (${reference.usage?.output_tokens ?? 0} tokens)`);
+  } else if (witness.task.status !== 'completed') {
+    countFault(report, 'witness_not_completed');
+  } else if (textOf(witness) !== textOf(reference)) {
+    countFault(report, 'witness_text_differs_from_uninterrupted_run');
+  }
+}
+
+/**
+ * After the fault, with the service killed and started again undisturbed: integrity_check ok,
+ * nothing acknowledged lost, creates accepted, every task finishes with a log numbered 1..N whose
+ * deltas make its final text, and the witness's text is exact.
+ */
+async function afterFault(service: TestService, acknowledged: readonly string[], report: FaultReport, witnessId: string | null): Promise<TestService> {
+  await killAndReap(service, new Info());
+  const integrity = integrityCheck(service.dataDir);
   if (integrity !== 'ok') {
     countFault(report, 'integrity_check_failures');
     report.notes.push(`integrity_check: ${integrity}`);
   }
   const restarted = await startWithRetry({ env: {}, args: [] }, service);
   countFault(report, 'lost_after_restart', await countLost(restarted, acknowledged));
-  if (!(await createAccepted(restarted))) countFault(report, 'creates_refused_after_restart');
+  if (!(await createAccepted(restarted, [...acknowledged]))) countFault(report, 'creates_refused_after_restart');
   if (!(await drain(restarted, 60_000))) countFault(report, 'unfinished_after_restart', await unfinishedCount(restarted));
-  const tasks = await allTasks(restarted);
-  for (const task of tasks.filter((each) => FINAL_STATUSES.has(each.status))) {
+  for (const task of (await allTasks(restarted)).filter((each) => FINAL_STATUSES.has(each.status))) {
     const events = await eventsViaApi(restarted, task.id);
     const numbersOk = events.length === task.last_sequence_number && events.every((event, index) => event.sequence_number === index + 1);
     if (!numbersOk) countFault(report, 'event_log_errors');
+    const response = (await (await api(restarted, `/v1/responses/${task.response_id}`, { signal: AbortSignal.timeout(10_000) })).json()) as ResponseObject;
+    const deltas = attemptText(events.map((event) => ({ type: event.type, delta: event.delta, attempt: (event.response as ResponseObject | undefined)?.task.attempt })));
+    if (deltas !== textOf(response)) countFault(report, 'delta_text_mismatch');
   }
+  if (witnessId) await checkWitness(restarted, witnessId, report);
   return restarted;
 }
 
 /**
  * A full disk. Preferably real: a 16 MB tmpfs holds the data directory, a filler file takes all
  * but ~2 MB, and background creates go on until the service answers 503 storage_unavailable;
- * then the filler goes and creates must be accepted again. Without mount (not root), the
- * service's LMSP_DEBUG_DB_MAX_PAGES caps the database a little above its size instead.
+ * then the filler goes and creates must be accepted again. Without mount (not root, or
+ * `mount: false`), the service's LMSP_DEBUG_DB_MAX_PAGES caps the database a little above its
+ * size instead, and the restart without the cap gives the space back.
  */
-export async function runDiskFullCheck(log: (line: string) => void = () => {}): Promise<FaultReport> {
+export async function runDiskFullCheck(log: (line: string) => void = () => {}, options: { mount?: boolean } = {}): Promise<FaultReport> {
   const report = newFault('disk full');
   const base = mkdtempSync(join(tmpdir(), 'lmsp-diskfull-'));
-  const whyNotMounted = mountTmpfs(base, '16m');
-  report.method = whyNotMounted === null ? 'tmpfs of 16 MB, filled by a file' : `LMSP_DEBUG_DB_MAX_PAGES (tmpfs mount failed: ${whyNotMounted})`;
+  const whyNotMounted = options.mount === false ? 'not asked to' : mountTmpfs(base, '16m');
+  report.method = whyNotMounted === null ? 'tmpfs of 16 MB, filled by a file' : `LMSP_DEBUG_DB_MAX_PAGES caps the database (no tmpfs: ${whyNotMounted})`;
   log(`disk full: ${report.method}`);
   const dataDir = join(base, 'data');
   let service: TestService | null = null;
   try {
-    // Slow tokens, so that tasks are still writing output when the disk fills up.
+    // Slow tokens, so that tasks (the witness above all) are still writing output when the disk
+    // fills up.
     const env = { LMSP_DEBUG_TOKEN_DELAY_MS: '3' };
     service = await startWithRetry({ dataDir, env });
     const filler = join(base, 'filler');
-    if (whyNotMounted === null) {
-      writeFiller(filler, statfsSync(base).bavail * statfsSync(base).bsize - 2 * 1024 * 1024);
-    } else {
-      await service.kill();
+    if (whyNotMounted !== null) {
+      await killAndReap(service, new Info());
       const db = new BetterSqlite3(join(dataDir, 'lmsp.db'), { readonly: true });
       const pages = Number(db.pragma('page_count', { simple: true }));
       db.close();
-      service = await startWithRetry({ env: { ...env, LMSP_DEBUG_DB_MAX_PAGES: String(pages + 40) } }, service);
+      service = await startWithRetry({ env: { ...env, LMSP_DEBUG_DB_MAX_PAGES: String(pages + 60) } }, service);
     }
-    const acknowledged: string[] = [];
+    const witnessId = await startWitness(service);
+    const acknowledged: string[] = [witnessId];
+    if (whyNotMounted === null) writeFiller(filler, statfsSync(base).bavail * statfsSync(base).bsize - 2 * 1024 * 1024);
     const unavailable = await fillUntil503(service, acknowledged, report, 400);
-    report.notes.push(`${acknowledged.length} creates accepted, then ${unavailable} answered 503 storage_unavailable`);
+    report.notes.push(`${acknowledged.length - 1} creates accepted, then ${unavailable} answered 503 storage_unavailable`);
     if (unavailable === 0) countFault(report, 'never_storage_unavailable');
     // While full: what was committed is readable, and a 503 left nothing half-written behind.
+    const tokensAtFull = await outputTokens(service, witnessId);
+    await sleep(1000);
+    report.notes.push(`the witness had ${tokensAtFull} tokens when the disk was full, ${await outputTokens(service, witnessId)} a second later`);
     countFault(report, 'lost_while_full', await countLost(service, acknowledged));
     const listed = (await allTasks(service)).map((task) => task.response_id);
     const extra = listed.filter((id) => !acknowledged.includes(id));
@@ -1277,13 +1356,13 @@ export async function runDiskFullCheck(log: (line: string) => void = () => {}): 
     // restart without it is the only way to give space back.
     if (whyNotMounted === null) {
       unlinkSync(filler);
-      if (!(await createAccepted(service))) countFault(report, 'creates_refused_after_space_freed');
-      const stuck = (await drain(service, 10_000)) ? 0 : await unfinishedCount(service);
-      report.notes.push(`${stuck} tasks were still unfinished 10 s after space was freed, before any restart`);
+      if (!(await createAccepted(service, acknowledged))) countFault(report, 'creates_refused_after_space_freed');
+      const stuck = (await drain(service, 15_000)) ? 0 : await unfinishedCount(service);
+      report.notes.push(`${stuck} tasks were still unfinished 15 s after space was freed, before any restart`);
     }
-    service = await afterFault(service, acknowledged, report);
+    service = await afterFault(service, acknowledged, report, witnessId);
   } finally {
-    await service?.kill();
+    if (service) await killAndReap(service, new Info());
     unmount(base);
     rmSync(base, { recursive: true, force: true });
   }
@@ -1360,8 +1439,9 @@ async function readOnlyByRemount(report: FaultReport): Promise<'done' | string> 
   }
   let service: TestService | null = null;
   try {
-    service = await startWithRetry({ dataDir: join(base, 'data') });
-    const acknowledged = await someAcknowledged(service, 3, 5);
+    service = await startWithRetry({ dataDir: join(base, 'data'), env: { LMSP_DEBUG_TOKEN_DELAY_MS: '5' } });
+    const witnessId = await startWitness(service);
+    const acknowledged = [witnessId, ...(await someAcknowledged(service, 3, 5))];
     const remount = run('mount', ['-o', 'remount,ro', base]);
     if (!remount.ok) return `refused by the kernel (${remount.output.split('\n')[0]})`;
     try {
@@ -1369,11 +1449,11 @@ async function readOnlyByRemount(report: FaultReport): Promise<'done' | string> 
     } finally {
       run('mount', ['-o', 'remount,rw', base]);
     }
-    if (!(await createAccepted(service))) countFault(report, 'creates_refused_after_rw');
-    service = await afterFault(service, acknowledged, report);
+    if (!(await createAccepted(service, acknowledged))) countFault(report, 'creates_refused_after_rw');
+    service = await afterFault(service, acknowledged, report, witnessId);
     return 'done';
   } finally {
-    await service?.kill();
+    if (service) await killAndReap(service, new Info());
     unmount(base);
     rmSync(base, { recursive: true, force: true });
   }
@@ -1400,23 +1480,24 @@ async function readOnlyByExt4Error(report: FaultReport): Promise<'done' | string
 
     // Tasks mid-flight when the filesystem goes: slow tokens keep them running.
     service = await startWithRetry({ dataDir: join(base, 'data'), env: { LMSP_DEBUG_TOKEN_DELAY_MS: '5' } });
-    const acknowledged = await someAcknowledged(service, 6, 200);
-    await sleep(1500);
+    const witnessId = await startWitness(service);
+    const acknowledged = [witnessId, ...(await someAcknowledged(service, 6, 200))];
+    await sleep(500);
     writeFileSync(trigger, 'lmsp torture: read-only test\n');
     const readOnly = mountEntry(base)?.options.some((option) => option === 'ro' || option === 'emergency_ro') ?? false;
     if (!readOnly) return 'the filesystem did not turn read-only after trigger_fs_error';
     await probeReadOnly(service, acknowledged, report);
     // Back to read-write: ext4 wants an unmount and a fsck after an error, not a remount.
-    await service.kill();
+    await killAndReap(service, new Info());
     unmount(base);
     const fsck = spawnSync('e2fsck', ['-fy', image], { encoding: 'utf8', timeout: 60_000 });
     if ((fsck.status ?? 8) > 1) report.notes.push(`e2fsck exited ${fsck.status}: ${fsck.stdout.slice(-200)}`);
     const again = run('mount', ['-o', 'loop,errors=remount-ro', image, base]);
     if (!again.ok) throw new Error(`cannot mount the image again: ${again.output}`);
-    service = await afterFault(service, acknowledged, report);
+    service = await afterFault(service, acknowledged, report, witnessId);
     return 'done';
   } finally {
-    await service?.kill();
+    if (service) await killAndReap(service, new Info());
     unmount(base);
     rmSync(work, { recursive: true, force: true });
   }

@@ -36,6 +36,9 @@ class OutputWriter {
   constructor(private readonly store: Store, private readonly taskId: string, private readonly onRejected: () => void) {}
 
   push(units: OutputUnit[]): void {
+    // After a failed write, nothing more is recorded for this generation: the failed batch is
+    // gone, so a later one would leave a hole in the snapshot and break an exact resume.
+    if (this.failure !== null) return;
     this.units.push(...units);
     this.pending ??= this.store.db.write((context) => {
       const batch = this.units;

@@ -43,6 +43,8 @@ describe('crash torture, short run (bench/torture.ts)', () => {
   test('disk full: 503 storage_unavailable, nothing committed lost, creates accepted again once there is space', { timeout: 120_000 }, async () => {
     const report = await runDiskFullCheck(log);
     print(formatFault(report));
+    // Includes the seeded task that was writing output as the disk filled: it must still end
+    // with the text of an uninterrupted run (no hole in its resume snapshot).
     assertFaultClean(report);
     assert.ok(report.notes.some((note) => /answered 503 storage_unavailable/.test(note)));
   });

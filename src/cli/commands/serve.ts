@@ -1,6 +1,7 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
+import { mkdirSync } from 'node:fs';
 import type { Command } from 'commander';
-import { DATA_DIR_FLAG, OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
+import { OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
 import { lockDataDir } from '../../store/lock.js';
 import { TaskEventBus } from '../../tasks/event-bus.js';
@@ -15,7 +16,6 @@ export function registerServe(program: Command): void {
   const command = program.command('serve').description('run the service (binds 127.0.0.1:5677 unless told otherwise)');
   for (const option of OPTIONS) command.option(`${option.flag} <value>`, `${option.description} [${option.env}; default ${option.defaultText}]`);
   withCommonOptions(command).action(action(async (options: CommonOptions & Record<string, string | undefined>) => {
-    void DATA_DIR_FLAG;
     const flags: Partial<Record<OptionDefinition['key'], string>> = {};
     for (const option of OPTIONS) {
       const value = options[propertyOf(option.flag)];
@@ -23,8 +23,10 @@ export function registerServe(program: Command): void {
     }
     const dataDir = dataDirOf(options);
     const bus = new TaskEventBus();
-    const store = openServiceStore(dataDir, bus);
+    // One service per data directory: take the lock before touching the database.
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const lock = lockDataDir(dataDir);
+    const store = openServiceStore(dataDir, bus);
     const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
     const config = resolveConfig({ flags, dataDirFlag: options.dataDir, env: process.env, stored });
     const log = createLogger(config);
