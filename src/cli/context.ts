@@ -39,8 +39,8 @@ export function printJson(value: unknown): void {
 }
 
 /** Opens the data directory's database directly (commands that work with the service stopped). */
-export function openStore(options: CommonOptions): Store {
-  return Store.open(dataDirOf(options), { create: false, check: false });
+export function openStore(options: CommonOptions, create = false): Store {
+  return Store.open(dataDirOf(options), { create, check: false });
 }
 
 function processAlive(pid: number): boolean {

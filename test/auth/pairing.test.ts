@@ -204,3 +204,15 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     assert.equal(answer.object as string, 'service');
   }));
 });
+
+describe('pairing before the first start', () => {
+  test('lmsp pair on a data directory the service never used; the code works once it starts', { timeout: 60_000 }, () => withDataDir(async (dataDir) => {
+    const made = await runCli(['pair', '--json', '--data-dir', dataDir]);
+    assert.equal(made.code, 0, made.stderr);
+    const { code } = JSON.parse(made.stdout) as { code: string };
+    await withService({ dataDir }, async (service) => {
+      const paired = await new LmspClient({ baseUrl: service.url }).pair(code, 'early-bird');
+      assert.match(paired.token, /^lmsp_/);
+    });
+  }));
+});

@@ -45,7 +45,7 @@ export function registerConfig(program: Command): void {
       } catch (error) {
         throw new CliError(`${option.flag.slice(2)}: ${(error as Error).message}, got '${value}'`, EXIT_USAGE);
       }
-      const store = openStore(options);
+      const store = openStore(options, true);
       store.db.transaction(() => store.config.set(STORED_CONFIG_PREFIX + option.key, value));
       store.db.sqlite.close();
       if (options.json) printJson({ setting: option.flag.slice(2), value });

@@ -25,7 +25,8 @@ export function registerPair(program: Command): void {
       const ttlMs = parseDuration(options.ttl);
       if (ttlMs === null || ttlMs < 1000) throw new CliError(`--ttl: expected a duration like 30s, 10m or 1h, got '${options.ttl}'`, EXIT_USAGE);
       const scopes = parseScopes(options.scopes);
-      const store = openStore(options);
+      // Works before the first start too: the database is created (and migrated) if need be.
+      const store = openStore(options, true);
       const issued = store.db.transaction(() => createPairingCode(store, { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs: ttlMs ?? DEFAULT_PAIRING_TTL_MS }));
       store.db.sqlite.close();
       if (options.json) {
