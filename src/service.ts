@@ -19,6 +19,8 @@ import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
 import { Scheduler } from './tasks/scheduler.js';
 import { Maintenance } from './tasks/maintenance.js';
+import { retentionCutoff } from './tasks/sweeper.js';
+import { nowSeconds } from './time.js';
 
 export const SERVICE_FILE = 'service.json';
 export const STATE_DIR = 'state';
@@ -95,6 +97,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
     config.sweepIntervalMs,
     { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
+    () => store.db.totalChanges(),
+    () => store.retention.anythingExpired(retentionCutoff(config.retentionMs), nowSeconds()),
   );
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
   // checkpoints move to the maintenance worker too, off the thread that answers requests.

@@ -109,6 +109,7 @@ export class Database {
   private flushScheduled = false;
   private readonly runBatch: BetterSqlite3.Transaction<(jobs: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>, hooks: AfterCommit[]) => void>;
   private closed = false;
+  private totalChangesStatement: BetterSqlite3.Statement | null = null;
 
   private constructor(sqlite: Sqlite, path: string) {
     this.sqlite = sqlite;
@@ -267,6 +268,12 @@ export class Database {
         // a notification must never undo or hide a commit
       }
     }
+  }
+
+  /** Rows this connection has inserted, updated or deleted since it opened (SQLite `total_changes()`). */
+  totalChanges(): number {
+    this.totalChangesStatement ??= this.sqlite.prepare('SELECT total_changes() AS changes').pluck();
+    return this.totalChangesStatement.get() as number;
   }
 
   /** Waits for queued writes, then closes the connection. */

@@ -23,6 +23,7 @@ export class RetentionTable {
   private readonly deleteResponseStatement;
   private readonly countOldStatement;
   private readonly countEphemeralStatement;
+  private readonly anythingExpiredStatement;
 
   constructor(db: Sqlite, private readonly events: EventTable) {
     this.oldFinishedStatement = db.prepare<[number, number], { id: string; response_id: string }>(`
@@ -40,6 +41,20 @@ export class RetentionTable {
     this.countEphemeralStatement = db.prepare<[], { tasks: number; events: number | null }>(`
       SELECT count(*) AS tasks, sum(t.last_sequence_number) AS events FROM responses r JOIN tasks t ON t.response_id = r.id
       WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled')`);
+    // Every branch is an indexed probe that stops at the first row: cheap enough to ask before
+    // deciding whether a sweep is worth starting at all.
+    this.anythingExpiredStatement = db.prepare<{ cutoff: number | null; now: number }, number>(`
+      SELECT EXISTS (SELECT 1 FROM tasks WHERE @cutoff IS NOT NULL AND finished_at IS NOT NULL AND finished_at < @cutoff
+                       AND status IN ('completed', 'failed', 'cancelled'))
+          OR EXISTS (SELECT 1 FROM responses r JOIN tasks t ON t.response_id = r.id
+                     WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled'))
+          OR EXISTS (SELECT 1 FROM idempotency_keys WHERE expires_at <= @now)
+          OR EXISTS (SELECT 1 FROM pairing_codes WHERE expires_at < @now)`).pluck();
+  }
+
+  /** Whether a sweep at `now` with this cutoff would delete anything at all. */
+  anythingExpired(cutoff: number | null, now: number): boolean {
+    return this.anythingExpiredStatement.get({ cutoff, now }) === 1;
   }
 
   /**

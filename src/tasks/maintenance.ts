@@ -17,8 +17,10 @@ export type MaintenanceReply =
   | { type: 'swept'; id: number; counts: SweepCounts }
   | { type: 'failed'; id: number; message: string; code: string | null };
 
-/** How often the WAL is checkpointed (the connection that answers requests never does it). */
+/** How often the WAL is checkpointed when something was written (the connection that answers requests never does it). */
 const CHECKPOINT_INTERVAL_MS = 1000;
+/** A worker with nothing to do for this long exits; the next sweep or checkpoint starts another (~10 MB saved while idle). */
+const IDLE_EXIT_MS = 10_000;
 
 export class Maintenance {
   private worker: Worker | null = null;
@@ -26,11 +28,21 @@ export class Maintenance {
   private readonly pending = new Map<number, { resolve: (counts: SweepCounts) => void; reject: (error: Error) => void }>();
   private sweeping: Promise<SweepCounts> | null = null;
   private timers: NodeJS.Timeout[] = [];
+  private lastActivity = Date.now();
+  private changesAtLastCheckpoint = -1;
 
+  /**
+   * `changes` counts the rows the request-serving connection has written; the WAL is
+   * checkpointed only when it moved. `anythingToSweep` is a cheap indexed probe; a sweep with
+   * nothing to delete starts no thread. So an idle service keeps no worker thread alive.
+   */
   constructor(private readonly settings: MaintenanceSettings, private readonly sweepIntervalMs: number,
-    private readonly log: { info: (counts: SweepCounts) => void; error: (message: string) => void }) {}
+    private readonly log: { info: (counts: SweepCounts) => void; error: (message: string) => void },
+    private readonly changes: () => number = () => NaN,
+    private readonly anythingToSweep: () => boolean = () => true) {}
 
   private ensureWorker(): Worker {
+    this.lastActivity = Date.now();
     if (this.worker) return this.worker;
     const worker = new Worker(new URL('./maintenance-worker.js', import.meta.url), { workerData: this.settings });
     worker.on('message', (message: MaintenanceReply) => {
@@ -42,7 +54,9 @@ export class Maintenance {
     });
     worker.on('error', (error) => this.log.error(`maintenance worker failed: ${error.message}`));
     worker.on('exit', () => {
-      if (this.worker === worker) this.worker = null;
+      // a worker retired while idle has no requests of its own; a replacement may already run
+      if (this.worker !== worker) return;
+      this.worker = null;
       for (const waiting of this.pending.values()) waiting.reject(new Error('the maintenance worker stopped'));
       this.pending.clear();
     });
@@ -52,7 +66,15 @@ export class Maintenance {
 
   /** One full sweep; concurrent calls share the sweep in progress. */
   sweep(): Promise<SweepCounts> {
-    this.sweeping ??= new Promise<SweepCounts>((resolve, reject) => {
+    if (this.sweeping) return this.sweeping;
+    let due = true;
+    try {
+      due = this.anythingToSweep();
+    } catch {
+      // unknown: let the worker find out
+    }
+    if (!due) return Promise.resolve({ tasks: 0, events: 0, idempotencyKeys: 0, pairingCodes: 0 });
+    this.sweeping = new Promise<SweepCounts>((resolve, reject) => {
       const id = this.nextId++;
       this.pending.set(id, { resolve, reject });
       this.ensureWorker().postMessage({ type: 'sweep', id } satisfies MaintenanceRequest);
@@ -72,8 +94,34 @@ export class Maintenance {
         this.sweep().catch((error: Error) => this.log.error(`sweep failed (retried next time): ${error.message}`));
       }, this.sweepIntervalMs));
     }
-    this.timers.push(setInterval(() => this.ensureWorker().postMessage({ type: 'checkpoint' } satisfies MaintenanceRequest), CHECKPOINT_INTERVAL_MS));
+    // what startup wrote stays in the WAL until the next write (or the next start) checkpoints it
+    try {
+      this.changesAtLastCheckpoint = this.changes();
+    } catch {
+      // unknown: the first tick checkpoints
+    }
+    this.timers.push(setInterval(() => this.tick(), CHECKPOINT_INTERVAL_MS));
     for (const timer of this.timers) timer.unref();
+  }
+
+  /** Checkpoints when something was written since the last time; retires a worker that idles. */
+  private tick(): void {
+    let changes: number;
+    try {
+      changes = this.changes();
+    } catch {
+      changes = NaN; // unknown: checkpoint anyway
+    }
+    if (Number.isNaN(changes) || changes !== this.changesAtLastCheckpoint) {
+      this.changesAtLastCheckpoint = changes;
+      this.ensureWorker().postMessage({ type: 'checkpoint' } satisfies MaintenanceRequest);
+      return;
+    }
+    const worker = this.worker;
+    if (worker && !this.sweeping && this.pending.size === 0 && Date.now() - this.lastActivity >= IDLE_EXIT_MS) {
+      this.worker = null;
+      worker.postMessage({ type: 'stop' } satisfies MaintenanceRequest);
+    }
   }
 
   async stop(): Promise<void> {

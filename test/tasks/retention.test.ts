@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
@@ -67,4 +68,38 @@ describe('retention (LMSP section 10, 11.2)', () => {
     const again = await runCli(['gc', '--dry-run', '--json', '--data-dir', service.dataDir]);
     assert.deepEqual(JSON.parse(again.stdout), { dry_run: true, tasks: 0, events: 0 });
   }));
+});
+
+/** Linux: threads of a process, from /proc. */
+function threadCount(pid: number): number {
+  return Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+}
+
+/**
+ * The WAL index (the -shm file, format documented by SQLite): `mxFrame` is the last valid frame,
+ * `nBackfill` how many of them have been copied into the database by a checkpoint.
+ */
+function walProgress(dataDir: string): { frames: number; backfilled: number } {
+  const shm = readFileSync(join(dataDir, 'lmsp.db-shm'));
+  return { frames: shm.readUInt32LE(16), backfilled: shm.readUInt32LE(96) };
+}
+
+describe('maintenance worker (sweeps and WAL checkpoints off the request thread)', () => {
+  test('writes are checkpointed within seconds, and an idle service keeps no worker thread', { timeout: 90_000, skip: process.platform !== 'linux' }, () =>
+    withService({}, async (service) => {
+      const idleThreads = threadCount(service.pid);
+      for (let i = 0; i < 20; i++) {
+        await service.client.createResponse({ model: 'lmsp-tiny', input: `n${i}`, max_output_tokens: 2 });
+      }
+      const written = walProgress(service.dataDir).frames;
+      assert.ok(written > 0, 'the writes went to the WAL');
+      await waitFor(() => walProgress(service.dataDir).backfilled >= written, { timeoutMs: 10_000, what: 'a WAL checkpoint' });
+      assert.ok(threadCount(service.pid) > idleThreads, 'a worker thread checkpointed');
+      await waitFor(() => threadCount(service.pid) <= idleThreads, { timeoutMs: 30_000, what: 'the idle worker to exit' });
+      // and a later write brings it back
+      const later = await service.client.createResponse({ model: 'lmsp-tiny', input: 'later', max_output_tokens: 2 });
+      assert.equal(later.status, 200);
+      const again = walProgress(service.dataDir);
+      await waitFor(() => walProgress(service.dataDir).backfilled >= again.frames && again.frames > 0, { timeoutMs: 10_000, what: 'the next checkpoint' });
+    }));
 });

@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Store } from '../../src/store/index.js';
+import { nowSeconds } from '../../src/time.js';
+import { withDataDir } from '../helpers/data-dir.js';
+import { makeResponseAndTask } from '../helpers/fixtures.js';
+
+describe('retention probe (what decides whether a sweep starts at all)', () => {
+  test('anythingExpired sees old finished tasks, finished store:false ones, expired keys and codes; never unfinished ones', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const now = nowSeconds();
+    const cutoff = now - 3600;
+    assert.equal(store.retention.anythingExpired(cutoff, now), false, 'an empty database has nothing to sweep');
+
+    const old = makeResponseAndTask({ createdAt: now - 7200 });
+    const unfinished = store.db.transaction((tx) => store.lifecycle.create(tx, old.response, old.task));
+    store.db.sqlite.prepare('UPDATE tasks SET created_at = ? WHERE id = ?').run(now - 7200, unfinished.id);
+    assert.equal(store.retention.anythingExpired(cutoff, now), false, 'an old unfinished task is never expired');
+
+    store.db.transaction((tx) => store.lifecycle.cancel(tx, unfinished.id));
+    store.db.sqlite.prepare('UPDATE tasks SET finished_at = ? WHERE id = ?').run(now - 7200, unfinished.id);
+    assert.equal(store.retention.anythingExpired(cutoff, now), true, 'an old finished task is expired');
+    assert.equal(store.retention.anythingExpired(null, now), false, 'nothing expires under retention forever');
+    assert.equal(store.retention.anythingExpired(now - 3 * 7200, now), false, 'a finished task younger than the cutoff stays');
+
+    const ephemeral = makeResponseAndTask({ store: false });
+    const task = store.db.transaction((tx) => store.lifecycle.create(tx, ephemeral.response, ephemeral.task));
+    assert.equal(store.retention.anythingExpired(null, now), false, 'an unfinished store:false task stays');
+    store.db.transaction((tx) => store.lifecycle.cancel(tx, task.id));
+    assert.equal(store.retention.anythingExpired(null, now), true, 'a finished store:false task goes');
+    store.db.sqlite.prepare('DELETE FROM tasks WHERE id = ?').run(task.id);
+
+    store.db.sqlite.prepare("INSERT INTO pairing_codes (code_hash, name, scopes, created_at, expires_at) VALUES (x'01', NULL, 'responses', ?, ?)").run(now - 100, now - 10);
+    assert.equal(store.retention.anythingExpired(null, now), true, 'an expired pairing code goes');
+    store.db.sqlite.prepare('DELETE FROM pairing_codes').run();
+
+    store.db.sqlite.prepare(`INSERT INTO idempotency_keys (scope, key, fingerprint, state, status_code, body, task_id, created_at, expires_at)
+      VALUES ('cli_test', 'k', 'f', 'done', 200, '{}', NULL, ?, ?)`).run(now - 100, now - 1);
+    assert.equal(store.retention.anythingExpired(null, now), true, 'an expired idempotency key goes');
+  }));
+
+  test('totalChanges counts what this connection wrote', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const before = store.db.totalChanges();
+    const { response, task } = makeResponseAndTask();
+    store.db.transaction((tx) => store.lifecycle.create(tx, response, task));
+    assert.ok(store.db.totalChanges() > before);
+    const after = store.db.totalChanges();
+    assert.equal(store.db.totalChanges(), after, 'reading changes nothing');
+  }));
+});
