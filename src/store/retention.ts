@@ -33,7 +33,9 @@ export class RetentionTable {
     this.ephemeralFinishedStatement = db.prepare<[number], { id: string; response_id: string }>(`
       SELECT t.id, t.response_id FROM responses r JOIN tasks t ON t.response_id = r.id
       WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled') LIMIT ?`);
-    this.deleteTaskStatement = db.prepare("DELETE FROM tasks WHERE id = ? AND status IN ('completed', 'failed', 'cancelled')");
+    // comparisons, not an IN list: SQLite would build a temporary index for every row deleted
+    this.deleteTaskStatement = db.prepare(
+      "DELETE FROM tasks WHERE id = ? AND (status = 'completed' OR status = 'failed' OR status = 'cancelled')");
     this.deleteResponseStatement = db.prepare('DELETE FROM responses WHERE id = ?');
     this.countOldStatement = db.prepare<[number], { tasks: number; events: number | null }>(`
       SELECT count(*) AS tasks, sum(last_sequence_number) AS events FROM tasks

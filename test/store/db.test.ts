@@ -30,6 +30,44 @@ describe('database (LMSP 11.1, project decisions)', () => {
     again.sqlite.close();
   }));
 
+  test('a version-1 database migrates with its tasks, ids and constraints intact', () => withDataDir((dir) => {
+    const first = loadMigrations()[0]!;
+    const old = new BetterSqlite3(join(dir, 'lmsp.db'));
+    old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+    old.exec(first.sql);
+    old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(first.version, first.name);
+    const insert = old.prepare(`INSERT INTO tasks (seq, id, response_id, client_id, model, status, on_restart, created_at, finished_at)
+      VALUES (?, ?, ?, 'cli_a', 'lmsp-tiny', ?, 'resume', 1, ?)`);
+    insert.run(7, 'task_a', 'resp_a', 'queued', null);
+    insert.run(9, 'task_b', 'resp_b', 'completed', 5);
+    old.close();
+    const db = Database.open(dir);
+    assert.equal(db.schemaVersion, loadMigrations().at(-1)!.version);
+    assert.deepEqual(db.sqlite.prepare('SELECT seq, id, status FROM tasks ORDER BY seq').all(),
+      [{ seq: 7, id: 'task_a', status: 'queued' }, { seq: 9, id: 'task_b', status: 'completed' }]);
+    assert.throws(() => db.sqlite.prepare("UPDATE tasks SET status = 'paused' WHERE id = 'task_a'").run(), /CHECK constraint/);
+    assert.throws(() => db.sqlite.prepare("UPDATE tasks SET on_restart = 'never' WHERE id = 'task_a'").run(), /CHECK constraint/);
+    const plan = db.sqlite.prepare("EXPLAIN QUERY PLAN SELECT seq FROM tasks WHERE status = 'queued' ORDER BY seq").all() as { detail: string }[];
+    assert.match(plan.map((row) => row.detail).join(' '), /tasks_unfinished/);
+    db.sqlite.close();
+  }));
+
+  test('writing a task builds no temporary index (no IN list in its CHECKs or partial indexes)', () => withDataDir((dir) => {
+    const db = Database.open(dir);
+    const writes = [
+      `INSERT INTO tasks (id, response_id, client_id, model, status, on_restart, created_at) VALUES ('t', 'r', 'c', 'm', 'queued', 'fail', 1)`,
+      "UPDATE tasks SET status = ?, finished_at = ?, last_sequence_number = ? WHERE id = ? AND status = ?",
+      "UPDATE tasks SET output_tokens = ?, last_sequence_number = ? WHERE id = ?",
+      "DELETE FROM tasks WHERE id = ? AND (status = 'completed' OR status = 'failed' OR status = 'cancelled')",
+    ];
+    for (const sql of writes) {
+      const program = db.sqlite.prepare(`EXPLAIN ${sql}`).all(...sql.split('?').slice(1).map(() => null)) as { opcode: string }[];
+      assert.ok(program.length > 0);
+      assert.equal(program.filter((op) => op.opcode === 'OpenEphemeral').length, 0, sql);
+    }
+    db.sqlite.close();
+  }));
+
   test('refuses a file that is not a database, and leaves it untouched', () => withDataDir((dir) => {
     const path = join(dir, 'lmsp.db');
     writeFileSync(path, 'this is not a database, just text that happens to be here.\n'.repeat(10));
