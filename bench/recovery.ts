@@ -4,7 +4,7 @@
  * policies fail, retry and resume in turn, so a third of them fail with an event; 1% each
  * loading, running, cancelling), and a pessimistic one where 60% of the tasks were active.
  */
-import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
+import { closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { RESTART_POLICIES } from '../src/tasks/states.js';
 import { Store } from '../src/store/index.js';
@@ -46,6 +46,17 @@ function populate(dataDir: string, count: number, mix: Mix): void {
   store.db.sqlite.close();
 }
 
+/** Copies a file and makes the copy durable, so that its write-back does not land in the timing. */
+function copyDurably(from: string, to: string): void {
+  copyFileSync(from, to);
+  const fd = openSync(to, 'r+');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 async function timeToHealthy(dataDir: string): Promise<number> {
   const started = performance.now();
   const service = await startService({ dataDir, env: { LMSP_LOG_LEVEL: 'warn' }, timeoutMs: 120_000 });
@@ -59,7 +70,7 @@ async function measure(mix: Mix): Promise<Figure> {
   // The first start writes lmsp-tiny and registers it; measured starts are not first starts.
   await (await startService({ dataDir: template, env: { LMSP_LOG_LEVEL: 'warn' } })).stop();
   const empty = makeDataDir('bench-empty');
-  copyFileSync(join(template, 'lmsp.db'), join(empty, 'lmsp.db'));
+  copyDurably(join(template, 'lmsp.db'), join(empty, 'lmsp.db'));
   mkdirSync(join(empty, 'models'));
   copyFileSync(join(template, 'models', 'lmsp-tiny.gguf'), join(empty, 'models', 'lmsp-tiny.gguf'));
   log(`writing ${TASKS} unfinished tasks (${mix} mix)`);
@@ -70,7 +81,7 @@ async function measure(mix: Mix): Promise<Figure> {
     for (let run = 0; run < runs(); run++) {
       // Each run recovers a fresh copy: recovery changes the database.
       const copy = makeDataDir('bench-recovery-run');
-      copyFileSync(join(template, 'lmsp.db'), join(copy, 'lmsp.db'));
+      copyDurably(join(template, 'lmsp.db'), join(copy, 'lmsp.db'));
       mkdirSync(join(copy, 'models'));
       copyFileSync(join(template, 'models', 'lmsp-tiny.gguf'), join(copy, 'models', 'lmsp-tiny.gguf'));
       full.push(await timeToHealthy(copy));

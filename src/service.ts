@@ -51,9 +51,12 @@ function isLoopback(host: string): boolean {
 }
 
 /** Saved sequence states of tasks that will not resume are of no more use. */
-function removeStaleStates(stateDir: string, keepTaskIds: Set<string>): void {
+function removeStaleStates(stateDir: string, resumable: () => Set<string>): void {
   if (!existsSync(stateDir)) return;
-  for (const file of readdirSync(stateDir)) {
+  const files = readdirSync(stateDir);
+  if (files.length === 0) return;
+  const keepTaskIds = resumable();
+  for (const file of files) {
     const taskId = file.replace(/\.state(\.tmp)?$/, '');
     if (!keepTaskIds.has(taskId)) rmSync(join(stateDir, file), { force: true });
   }
@@ -68,6 +71,9 @@ export function openServiceStore(dataDir: string, bus: TaskEventBus): Store {
 export async function startService(config: ServiceConfig, store: Store, bus: TaskEventBus, log: Logger): Promise<RunningService> {
   // LMSP_DEBUG_DB_MAX_PAGES: a database that cannot grow past this size behaves as on a full disk.
   if (config.debug.dbMaxPages > 0) store.db.sqlite.pragma(`max_page_count = ${config.debug.dbMaxPages}`);
+  // WAL checkpoints belong to the maintenance worker (started below): on this connection a commit
+  // never waits for one, recovery's included.
+  store.db.sqlite.pragma('wal_autocheckpoint = 0');
   const serviceId = store.db.transaction(() => store.config.ensureServiceId());
   const registry = new ModelRegistry(store, config.modelsDir);
   await registry.ensureBuiltin();
@@ -77,7 +83,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const report = recoverUnfinishedTasks(store, config.maxRestarts);
   log.info({ ...report, ms: Math.round(performance.now() - started) }, 'recovered unfinished tasks');
   const stateDir = join(config.dataDir, STATE_DIR);
-  removeStaleStates(stateDir, new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
+  removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
 
   ensureOperatorToken(store, config.dataDir);
   const engine = new RunnerPool({
@@ -103,8 +109,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
   // checkpoints move to the maintenance worker too, off the thread that answers requests.
   await maintenance.sweep();
-  store.db.sqlite.pragma('wal_autocheckpoint = 0');
-  maintenance.start();
+  const recovered = report.failed + report.cancelled + report.requeued + report.resumed + report.idempotencyKeysReleased;
+  maintenance.start({ checkpointNow: recovered > 0 });
 
   const app = await buildApp({
     config, serviceId, store, registry, engine, scheduler, bus,

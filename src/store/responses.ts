@@ -23,9 +23,13 @@ export interface DbResponse {
   output_text: string | null;
 }
 
-type DbResponseHeader = Omit<DbResponse, 'input_items' | 'context' | 'output_text'>;
+export type DbResponseHeader = Omit<DbResponse, 'input_items' | 'context' | 'output_text'>;
 
-function toResponseHeader(row: DbResponseHeader): ResponseHeader {
+/** The columns of a response's header: everything but the input, the context and the final text. */
+export const RESPONSE_HEADER_COLUMNS = ['id', 'client_id', 'model', 'created_at', 'background', 'stream', 'store', 'instructions',
+  'previous_response_id', 'max_output_tokens', 'temperature', 'top_p', 'seed', 'metadata', 'output_item_id'] as const;
+
+export function toResponseHeader(row: DbResponseHeader): ResponseHeader {
   return {
     id: row.id,
     clientId: row.client_id,
@@ -71,10 +75,8 @@ export class ResponseTable {
         @previous_response_id, @max_output_tokens, @temperature, @top_p, @seed, @metadata, @input_items, @context,
         @output_item_id, @output_text)`);
     this.getStatement = db.prepare<[string], DbResponse>('SELECT * FROM responses WHERE id = ?');
-    this.getHeaderStatement = db.prepare<[string], DbResponseHeader>(`
-      SELECT id, client_id, model, created_at, background, stream, store, instructions, previous_response_id,
-        max_output_tokens, temperature, top_p, seed, metadata, output_item_id
-      FROM responses WHERE id = ?`);
+    this.getHeaderStatement = db.prepare<[string], DbResponseHeader>(
+      `SELECT ${RESPONSE_HEADER_COLUMNS.join(', ')} FROM responses WHERE id = ?`);
     this.setOutputTextStatement = db.prepare('UPDATE responses SET output_text = ? WHERE id = ?');
     this.outputTextStatement = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM responses WHERE id = ?');
     this.deleteStatement = db.prepare('DELETE FROM responses WHERE id = ?');

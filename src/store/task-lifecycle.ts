@@ -206,8 +206,7 @@ export class TaskLifecycle {
   }
 
   private failNow(context: WriteContext, task: Task, code: TaskErrorCode, message: string, phase: 'run' | 'recovery',
-    change: Partial<Task> = {}): Task | null {
-    const header = this.header(task);
+    change: Partial<Task> = {}, header = this.header(task)): Task | null {
     const text = this.outputText(task);
     const failed = this.apply(context, task, 'failed', { ...change, finishedAt: nowSeconds(), error: { code, message } }, [
       { type: 'response.failed', payload: this.responsePayload(header, () => text) },
@@ -250,8 +249,7 @@ export class TaskLifecycle {
     return this.cancelledNow(context, task, 'run');
   }
 
-  private cancelledNow(context: WriteContext, task: Task, phase: 'run' | 'recovery'): Task | null {
-    const header = this.header(task);
+  private cancelledNow(context: WriteContext, task: Task, phase: 'run' | 'recovery', header = this.header(task)): Task | null {
     const text = this.outputText(task);
     const cancelled = this.apply(context, task, 'cancelled', { finishedAt: nowSeconds() }, [
       { type: 'response.cancelled', payload: this.responsePayload(header, () => text) },
@@ -262,9 +260,10 @@ export class TaskLifecycle {
 
   /**
    * LMSP 11.3 and 7.5 for one task found unfinished at startup: its policy's outcome and the
-   * events of 7.5, in the caller's transaction.
+   * events of 7.5, in the caller's transaction. `header` is the task's response header when the
+   * caller has read it already (recovery reads it with the task).
    */
-  recover(context: WriteContext, task: Task, maxRestarts: number): RecoveryOutcome {
+  recover(context: WriteContext, task: Task, maxRestarts: number, header?: ResponseHeader): RecoveryOutcome {
     if (!isUnfinished(task.status)) return 'unchanged';
     const wasActive = task.status === 'loading' || task.status === 'running';
     const restarts = wasActive ? task.restarts + 1 : task.restarts;
@@ -272,19 +271,21 @@ export class TaskLifecycle {
     if (wasActive && restarts > maxRestarts) {
       // LMSP 7.5: one poisonous task must not crash the service forever.
       this.failNow(context, task, 'server_restarted',
-        `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts });
+        `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts },
+        header ?? this.header(task));
       return 'failed';
     }
     switch (target) {
       case 'failed':
-        this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts });
+        this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts },
+          header ?? this.header(task));
         return 'failed';
       case 'cancelled':
-        this.cancelledNow(context, task, 'recovery');
+        this.cancelledNow(context, task, 'recovery', header ?? this.header(task));
         return 'cancelled';
       case 'queued': {
         if (task.status === 'queued') return 'unchanged'; // stays as it is, no event (LMSP 7.5)
-        const header = this.header(task);
+        const known = header ?? this.header(task);
         const retry = task.onRestart === 'retry';
         const requeuedSeq = task.lastSequenceNumber + 1;
         // Under retry the new attempt drops the earlier output: it starts after this event.
@@ -292,15 +293,15 @@ export class TaskLifecycle {
           ? { restarts, attempt: task.attempt + 1, outputStartSeq: requeuedSeq, outputTokens: 0, inputTokens: null }
           : { restarts };
         this.apply(context, task, 'queued', change, [
-          { type: 'response.queued', payload: this.responsePayload(header, () => (retry ? '' : this.outputText(task))) },
+          { type: 'response.queued', payload: this.responsePayload(known, () => (retry ? '' : this.outputText(task))) },
         ], 'recovery');
         return 'requeued';
       }
       case 'running': {
-        const header = this.header(task);
+        const known = header ?? this.header(task);
         const text = this.outputText(task);
         this.apply(context, task, 'running', { restarts }, [
-          { type: 'response.resumed', payload: (next) => ({ ...this.responsePayload(header, () => text)(next), output_tokens: next.outputTokens }) },
+          { type: 'response.resumed', payload: (next) => ({ ...this.responsePayload(known, () => text)(next), output_tokens: next.outputTokens }) },
         ], 'recovery');
         return 'resumed';
       }

@@ -1,8 +1,9 @@
 /** The `tasks` table. Status changes are made only by the lifecycle functions (task-lifecycle.ts). */
 import type { TaskErrorCode } from '../api/errors.js';
 import type { RestartPolicy, TaskStatus } from '../tasks/states.js';
-import type { FinishReason, Task } from '../tasks/types.js';
+import type { FinishReason, ResponseHeader, Task } from '../tasks/types.js';
 import type { Sqlite } from './db.js';
+import { RESPONSE_HEADER_COLUMNS, toResponseHeader, type DbResponseHeader } from './responses.js';
 
 export interface DbTask {
   seq: number;
@@ -96,8 +97,9 @@ export class TaskTable {
   private readonly listAscStatement;
   private readonly listDescStatement;
   private readonly nextRunnableStatement;
-  private readonly unfinishedStatement;
-  private readonly getManyStatement;
+  private readonly toRecoverStatement;
+  private readonly maxSeqStatement;
+  private readonly countUnchangedAtRecoveryStatement;
   private readonly unfinishedForModelStatement;
   private readonly deleteStatement;
   private readonly countByStatusStatement;
@@ -120,10 +122,21 @@ export class TaskTable {
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
       SELECT * FROM tasks WHERE status = ? AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
-    this.unfinishedStatement = db.prepare<[], Pick<DbTask, 'seq' | 'status' | 'on_restart'>>(`
-      SELECT seq, status, on_restart FROM tasks WHERE status IN ('queued', 'loading', 'running', 'cancelling') ORDER BY seq`);
-    this.getManyStatement = db.prepare<[string], DbTask>(
-      'SELECT * FROM tasks WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq');
+    // LMSP 7.5: a queued task under retry or resume stays as it is; every other unfinished task
+    // changes at recovery. Read in creation order, whatever the status, so that one transaction
+    // writes the events of neighbouring tasks (neighbouring pages), with the response's header
+    // that the recovery events carry.
+    // A window of positions at a time: each status is a range of tasks_unfinished, and the
+    // window keeps the merge of the four small.
+    this.toRecoverStatement = db.prepare<[number, number], { tasks: DbTask; responses: DbResponseHeader }>(`
+      SELECT t.*, ${RESPONSE_HEADER_COLUMNS.map((column) => `r.${column}`).join(', ')}
+      FROM tasks t JOIN responses r ON r.id = t.response_id
+      WHERE (t.status = 'loading' OR t.status = 'running' OR t.status = 'cancelling' OR (t.status = 'queued' AND t.on_restart = 'fail'))
+        AND t.seq > ? AND t.seq <= ?
+      ORDER BY t.seq`).expand();
+    this.maxSeqStatement = db.prepare<[], number | null>('SELECT max(seq) FROM tasks').pluck();
+    this.countUnchangedAtRecoveryStatement = db.prepare<[], number>(
+      "SELECT count(*) FROM tasks WHERE status = 'queued' AND on_restart <> 'fail'").pluck();
     this.unfinishedForModelStatement = db.prepare<[string], { n: number }>(`
       SELECT count(*) AS n FROM tasks WHERE model = ? AND status IN ('queued', 'loading', 'running', 'cancelling')`);
     this.deleteStatement = db.prepare('DELETE FROM tasks WHERE id = ?');
@@ -169,13 +182,22 @@ export class TaskTable {
     return row ? toTask(row) : null;
   }
 
-  /** Every unfinished task's position, status and policy, in creation order (recovery). */
-  unfinished(): Array<{ seq: number; status: TaskStatus; onRestart: RestartPolicy }> {
-    return this.unfinishedStatement.all().map((row) => ({ seq: row.seq, status: row.status, onRestart: row.on_restart }));
+  /**
+   * The tasks that recovery changes (LMSP 11.3, 7.5) with a position in (afterSeq, throughSeq],
+   * in creation order, each with its response's header.
+   */
+  toRecover(afterSeq: number, throughSeq: number): Array<{ task: Task; header: ResponseHeader }> {
+    return this.toRecoverStatement.all(afterSeq, throughSeq).map((row) => ({ task: toTask(row.tasks), header: toResponseHeader(row.responses) }));
   }
 
-  getMany(seqs: readonly number[]): Task[] {
-    return this.getManyStatement.all(JSON.stringify(seqs)).map(toTask);
+  /** The newest task's position; 0 when there is none. */
+  maxSeq(): number {
+    return this.maxSeqStatement.get() ?? 0;
+  }
+
+  /** Unfinished tasks that recovery leaves as they are: queued under retry or resume. */
+  countUnchangedAtRecovery(): number {
+    return this.countUnchangedAtRecoveryStatement.get()!;
   }
 
   countUnfinishedForModel(model: string): number {

@@ -88,17 +88,20 @@ export class Maintenance {
   }
 
   /** Sweeps every `sweep_interval` and checkpoints every second, until stopped. */
-  start(): void {
+  start(options: { checkpointNow?: boolean } = {}): void {
     if (this.sweepIntervalMs !== Infinity) {
       this.timers.push(setInterval(() => {
         this.sweep().catch((error: Error) => this.log.error(`sweep failed (retried next time): ${error.message}`));
       }, this.sweepIntervalMs));
     }
-    // what startup wrote stays in the WAL until the next write (or the next start) checkpoints it
-    try {
-      this.changesAtLastCheckpoint = this.changes();
-    } catch {
-      // unknown: the first tick checkpoints
+    // Small startup writes wait in the WAL for the next write; what recovery wrote is checkpointed
+    // at the first tick.
+    if (!options.checkpointNow) {
+      try {
+        this.changesAtLastCheckpoint = this.changes();
+      } catch {
+        // unknown: the first tick checkpoints
+      }
     }
     this.timers.push(setInterval(() => this.tick(), CHECKPOINT_INTERVAL_MS));
     for (const timer of this.timers) timer.unref();
