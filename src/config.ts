@@ -35,6 +35,7 @@ export interface ServiceConfig {
   bodyLimitBytes: number;
   threads: number;
   gpu: 'auto' | 'cpu' | 'cuda' | 'vulkan' | 'metal';
+  cpuAffinity: 'auto' | 'off';
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   debug: DebugDelays;
 }
@@ -128,6 +129,9 @@ export const OPTIONS: readonly OptionDefinition[] = [
   { key: 'gpu', flag: '--gpu', env: 'LMSP_GPU', defaultText: 'auto',
     description: 'llama.cpp backend: auto (a GPU build where the machine has one), cpu, cuda, vulkan or metal',
     parse: choiceParser(['auto', 'cpu', 'cuda', 'vulkan', 'metal']) },
+  { key: 'cpuAffinity', flag: '--cpu-affinity', env: 'LMSP_CPU_AFFINITY', defaultText: 'auto',
+    description: 'auto: on Linux, give each runner CPUs of its own when the service still keeps one (taskset); off: never',
+    parse: choiceParser(['auto', 'off']) },
   { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',
     description: 'log level', parse: choiceParser(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
 ];
@@ -209,6 +213,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     bodyLimitBytes: (values.bodyLimitBytes as number) ?? 1024 * 1024,
     threads: (values.threads as number) || defaultThreads(),
     gpu: ((values.gpu as string) ?? 'auto') as ServiceConfig['gpu'],
+    cpuAffinity: ((values.cpuAffinity as string) ?? 'auto') as ServiceConfig['cpuAffinity'],
     logLevel: ((values.logLevel as string) ?? 'info') as ServiceConfig['logLevel'],
     debug: {
       loadDelayMs: debugDelay(env, DEBUG_VARIABLES.loadDelayMs),
@@ -238,6 +243,7 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     body_limit: config.bodyLimitBytes,
     threads: config.threads,
     gpu: config.gpu,
+    cpu_affinity: config.cpuAffinity,
     log_level: config.logLevel,
   };
 }

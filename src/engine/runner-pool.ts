@@ -6,7 +6,7 @@
  * a fresh runner. A cancel the runner does not honour quickly (llama.cpp cannot interrupt a
  * prompt chunk) ends the runner process.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { DebugDelays } from '../config.js';
 import type { ChatMessage, FinishReason } from '../tasks/types.js';
@@ -25,6 +25,8 @@ export interface RunnerPoolOptions {
   maxLoadedModels: number;
   keepAliveMs: number;
   settings: RunnerSettings;
+  /** CPUs for the runner of each slot (a taskset list) and the taskset binary; null: not pinned. */
+  affinity?: { taskset: string; runnerCpus: readonly string[] } | null;
   debug: DebugDelays;
   log?: (level: 'info' | 'warn' | 'error', message: string) => void;
 }
@@ -46,7 +48,8 @@ class RunnerProcess {
   lastUsedAt = 0;
   keepAliveTimer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly settings: RunnerSettings, private readonly log: RunnerPoolOptions['log']) {}
+  constructor(private readonly settings: RunnerSettings, private readonly log: RunnerPoolOptions['log'],
+    private readonly pin: { taskset: string; cpus: string } | null = null) {}
 
   get alive(): boolean {
     return this.child !== null;
@@ -54,11 +57,15 @@ class RunnerProcess {
 
   private spawn(): RunnerChild {
     if (this.child) return this.child;
-    const spawned = fork(RUNNER_SCRIPT, [], {
+    const options = {
       env: { ...process.env, LMSP_RUNNER_SETTINGS: JSON.stringify(this.settings) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      serialization: 'json',
-    });
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
+      serialization: 'json' as const,
+    };
+    // taskset sets the CPUs and execs node in its place: same process, same IPC channel.
+    const spawned = this.pin
+      ? spawn(this.pin.taskset, ['-c', this.pin.cpus, process.execPath, ...process.execArgv, RUNNER_SCRIPT], options)
+      : fork(RUNNER_SCRIPT, [], options);
     const child: RunnerChild = { process: spawned, handlers: new Map(), exitListeners: new Set() };
     spawned.on('message', (message: RunnerMessage) => {
       if (message.type === 'ready') return;
@@ -165,7 +172,9 @@ export class RunnerPool implements Engine {
   }
 
   private newRunner(): RunnerProcess {
-    const runner = new RunnerProcess(this.options.settings, this.options.log);
+    const affinity = this.options.affinity;
+    const cpus = affinity?.runnerCpus[this.runners.length];
+    const runner = new RunnerProcess(this.options.settings, this.options.log, affinity && cpus ? { taskset: affinity.taskset, cpus } : null);
     this.runners.push(runner);
     return runner;
   }
