@@ -10,7 +10,7 @@ import { RESTART_POLICIES } from '../src/tasks/states.js';
 import { Store } from '../src/store/index.js';
 import { makeDataDir } from '../test/helpers/data-dir.js';
 import { makeResponseAndTask } from '../test/helpers/fixtures.js';
-import { log, median, runs, startService, type Figure } from './lib.js';
+import { log, median, runs, settleDisk, startService, type Figure } from './lib.js';
 
 const TASKS = 100_000;
 const BATCH = 1000;
@@ -58,6 +58,7 @@ function copyDurably(from: string, to: string): void {
 }
 
 async function timeToHealthy(dataDir: string): Promise<number> {
+  settleDisk();
   const started = performance.now();
   const service = await startService({ dataDir, env: { LMSP_LOG_LEVEL: 'warn' }, timeoutMs: 120_000 });
   const elapsed = performance.now() - started;

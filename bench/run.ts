@@ -11,7 +11,7 @@ import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
 import { benchSweep } from './sweep.js';
-import { log, machine, runs, type Figure } from './lib.js';
+import { log, machine, runs, settleDisk, type Figure } from './lib.js';
 
 const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   creates: benchCreates,
@@ -52,6 +52,7 @@ const figures: Figure[] = [];
 const started = Date.now();
 for (const name of names) {
   log(`running ${name}`);
+  settleDisk();
   const result = await BENCHMARKS[name]!();
   figures.push(...(Array.isArray(result) ? result : [result]));
 }
