@@ -23,6 +23,20 @@ function countRows(service: TestService, table: string): number {
   }
 }
 
+/** Opens a streamed create, reads it up to the first delta, then drops the connection; the response id. */
+async function streamThenLeave(service: TestService, body: object): Promise<{ status: number; responseId: string }> {
+  const controller = new AbortController();
+  const response = await api(service, '/v1/responses', { method: 'POST', json: body, signal: controller.signal });
+  let responseId = '';
+  for await (const frame of readSse(response)) {
+    const event = JSON.parse(frame.data) as TaskEvent;
+    if (event.type === 'response.created') responseId = (event.response as ResponseObject).id;
+    if (event.type === 'response.output_text.delta') break;
+  }
+  controller.abort();
+  return { status: response.status, responseId };
+}
+
 function assertEventOrder(types: string[], terminal: string): void {
   const withoutLoading = types.filter((type) => type !== 'response.loading');
   assert.deepEqual(withoutLoading.slice(0, 4), OPENAI_ORDER);
@@ -91,18 +105,8 @@ describe('Responses API (LMSP section 6)', () => {
   }));
 
   test('background + stream: 200 event stream, and the task goes on when the client leaves', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
-    const controller = new AbortController();
-    const response = await api(service, '/v1/responses', {
-      method: 'POST', json: { model: 'lmsp-tiny', input: 'Hi', stream: true, background: true, max_output_tokens: 40 }, signal: controller.signal,
-    });
-    assert.equal(response.status, 200);
-    let responseId = '';
-    for await (const frame of readSse(response)) {
-      const event = JSON.parse(frame.data) as TaskEvent;
-      if (event.type === 'response.created') responseId = (event.response as ResponseObject).id;
-      if (event.type === 'response.output_text.delta') break;
-    }
-    controller.abort();
+    const { status, responseId } = await streamThenLeave(service, { model: 'lmsp-tiny', input: 'Hi', stream: true, background: true, max_output_tokens: 40 });
+    assert.equal(status, 200);
     const finished = await waitFor(async () => {
       const current = await service.client.getResponse(responseId);
       return current.task.status === 'completed' ? current : null;
@@ -111,17 +115,7 @@ describe('Responses API (LMSP section 6)', () => {
   }));
 
   test('stream without background: a client that disconnects cancels the task', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
-    const controller = new AbortController();
-    const response = await api(service, '/v1/responses', {
-      method: 'POST', json: { model: 'lmsp-tiny', input: 'Hi', stream: true, max_output_tokens: 2000 }, signal: controller.signal,
-    });
-    let responseId = '';
-    for await (const frame of readSse(response)) {
-      const event = JSON.parse(frame.data) as TaskEvent;
-      if (event.type === 'response.created') responseId = (event.response as ResponseObject).id;
-      if (event.type === 'response.output_text.delta') break;
-    }
-    controller.abort();
+    const { responseId } = await streamThenLeave(service, { model: 'lmsp-tiny', input: 'Hi', stream: true, max_output_tokens: 2000 });
     const cancelled = await waitFor(async () => {
       const current = await service.client.getResponse(responseId);
       return current.status === 'cancelled' ? current : null;
