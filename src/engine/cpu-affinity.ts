@@ -5,6 +5,7 @@
  * a fifth more tokens per second while streaming (see BENCHMARKS.md). Only done when every
  * runner can have `threads` CPUs and the service still keeps one; otherwise nothing is pinned.
  */
+import { spawnSync } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -68,4 +69,13 @@ export function planAffinity(mode: CpuAffinityMode, slots: number, threads: numb
   }
   const runnerCpus = Array.from({ length: slots }, (_, slot) => cpus.slice(cpus.length - (slot + 1) * threads, cpus.length - slot * threads).join(','));
   return { pinned: true, runnerCpus, serviceCpus: cpus.slice(0, cpus.length - needed) };
+}
+
+/**
+ * Whether `taskset` can actually set these CPUs here: some containers forbid changing affinity,
+ * and a runner that cannot start would fail every task.
+ */
+export function tasksetWorks(taskset: string, cpus: string): boolean {
+  const probe = spawnSync(taskset, ['-c', cpus, process.execPath, '--version'], { stdio: 'ignore', timeout: 10_000 });
+  return probe.status === 0;
 }

@@ -16,6 +16,14 @@ const store = Store.open(settings.dataDir, { create: false, check: false });
 if (settings.dbMaxPages > 0) store.db.sqlite.pragma(`max_page_count = ${settings.dbMaxPages}`);
 const sweeper = new Sweeper(store, { retentionMs: settings.retentionMs, sweepIntervalMs: Infinity }, () => {}, PAUSE_BETWEEN_BATCHES_MS);
 
+function checkpoint(): void {
+  try {
+    store.db.sqlite.pragma('wal_checkpoint(PASSIVE)');
+  } catch {
+    // busy or full: the next checkpoint tries again
+  }
+}
+
 function reply(message: MaintenanceReply): void {
   parentPort!.postMessage(message);
 }
@@ -24,16 +32,17 @@ parentPort!.on('message', (request: MaintenanceRequest) => {
   switch (request.type) {
     case 'sweep':
       sweeper.sweep().then(
-        (counts) => reply({ type: 'swept', id: request.id, counts }),
+        (counts) => {
+          // What the sweep deleted went to the WAL: checkpoint it now, as writes from the other
+          // connection would be.
+          if (counts.tasks + counts.events + counts.idempotencyKeys + counts.pairingCodes > 0) checkpoint();
+          reply({ type: 'swept', id: request.id, counts });
+        },
         (error: Error & { code?: string }) => reply({ type: 'failed', id: request.id, message: error.message, code: error.code ?? null }),
       );
       return;
     case 'checkpoint':
-      try {
-        store.db.sqlite.pragma('wal_checkpoint(PASSIVE)');
-      } catch {
-        // busy or full: the next checkpoint tries again
-      }
+      checkpoint();
       return;
     case 'stop':
       void sweeper.stop().then(() => {

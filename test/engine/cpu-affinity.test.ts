@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { allowedCpus, findExecutable, parseCpuList, planAffinity } from '../../src/engine/cpu-affinity.js';
+import { allowedCpus, findExecutable, parseCpuList, planAffinity, tasksetWorks } from '../../src/engine/cpu-affinity.js';
 import { childPids, waitFor, withService, type TestService } from '../helpers/service.js';
 
 function cpusOf(pid: number): number[] {
@@ -30,6 +30,12 @@ describe('runner CPU affinity', () => {
     assert.equal(planAffinity('auto', 1, 1, [0, 1], null).pinned, false, 'no taskset');
     assert.equal(planAffinity('auto', 1, 1, null, '/usr/bin/taskset').pinned, false, 'CPUs unknown');
     assert.equal(planAffinity('off', 1, 1, [0, 1, 2, 3], '/usr/bin/taskset').pinned, false);
+  });
+
+  const taskset = findExecutable('taskset');
+  test('taskset is probed before runners depend on it', { skip: !taskset || process.platform !== 'linux' ? 'no taskset' : false }, () => {
+    assert.equal(tasksetWorks(taskset!, String(allowedCpus()![0])), true);
+    assert.equal(tasksetWorks(taskset!, '100000'), false, 'a CPU that does not exist cannot be set');
   });
 
   const plan = planAffinity('auto', 1, 1, allowedCpus(), findExecutable('taskset'));
