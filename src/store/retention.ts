@@ -16,6 +16,16 @@ export interface SweepCounts {
   pairingCodes: number;
 }
 
+/** Counts of a sweep that deleted nothing. */
+export function noneSwept(): SweepCounts {
+  return { tasks: 0, events: 0, idempotencyKeys: 0, pairingCodes: 0 };
+}
+
+/** Whether a sweep deleted anything at all. */
+export function sweptAnything(counts: SweepCounts): boolean {
+  return counts.tasks + counts.events + counts.idempotencyKeys + counts.pairingCodes > 0;
+}
+
 export class RetentionTable {
   private readonly oldFinishedStatement;
   private readonly ephemeralFinishedStatement;

@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { Store } from '../store/index.js';
+import { sweptAnything } from '../store/retention.js';
 import { Sweeper } from './sweeper.js';
 import type { MaintenanceRequest, MaintenanceReply, MaintenanceSettings } from './maintenance.js';
 
@@ -35,7 +36,7 @@ parentPort!.on('message', (request: MaintenanceRequest) => {
         (counts) => {
           // What the sweep deleted went to the WAL: checkpoint it now, as writes from the other
           // connection would be.
-          if (counts.tasks + counts.events + counts.idempotencyKeys + counts.pairingCodes > 0) checkpoint();
+          if (sweptAnything(counts)) checkpoint();
           reply({ type: 'swept', id: request.id, counts });
         },
         (error: Error & { code?: string }) => reply({ type: 'failed', id: request.id, message: error.message, code: error.code ?? null }),

@@ -4,7 +4,7 @@
  * thread that answers requests it would hold every request up, done here it holds up none.
  */
 import { Worker } from 'node:worker_threads';
-import type { SweepCounts } from '../store/retention.js';
+import { noneSwept, sweptAnything, type SweepCounts } from '../store/retention.js';
 
 export interface MaintenanceSettings {
   dataDir: string;
@@ -73,13 +73,13 @@ export class Maintenance {
     } catch {
       // unknown: let the worker find out
     }
-    if (!due) return Promise.resolve({ tasks: 0, events: 0, idempotencyKeys: 0, pairingCodes: 0 });
+    if (!due) return Promise.resolve(noneSwept());
     this.sweeping = new Promise<SweepCounts>((resolve, reject) => {
       const id = this.nextId++;
       this.pending.set(id, { resolve, reject });
       this.ensureWorker().postMessage({ type: 'sweep', id } satisfies MaintenanceRequest);
     }).then((counts) => {
-      if (counts.tasks + counts.events + counts.idempotencyKeys + counts.pairingCodes > 0) this.log.info(counts);
+      if (sweptAnything(counts)) this.log.info(counts);
       return counts;
     }).finally(() => {
       this.sweeping = null;
@@ -113,9 +113,9 @@ export class Maintenance {
     try {
       changes = this.changes();
     } catch {
-      changes = NaN; // unknown: checkpoint anyway
+      changes = NaN; // unknown, and unequal to anything: checkpoint anyway
     }
-    if (Number.isNaN(changes) || changes !== this.changesAtLastCheckpoint) {
+    if (changes !== this.changesAtLastCheckpoint) {
       this.changesAtLastCheckpoint = changes;
       this.ensureWorker().postMessage({ type: 'checkpoint' } satisfies MaintenanceRequest);
       return;

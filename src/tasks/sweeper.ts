@@ -5,7 +5,7 @@
  * every `sweep_interval`; `lmsp gc` runs it directly.
  */
 import type { Store } from '../store/index.js';
-import { SWEEP_BATCH_ROWS, type SweepCounts } from '../store/retention.js';
+import { noneSwept, SWEEP_BATCH_ROWS, sweptAnything, type SweepCounts } from '../store/retention.js';
 import { nowSeconds } from '../time.js';
 
 export interface SweepOptions {
@@ -39,7 +39,7 @@ export class Sweeper {
   }
 
   private async sweepNow(): Promise<SweepCounts> {
-    const counts: SweepCounts = { tasks: 0, events: 0, idempotencyKeys: 0, pairingCodes: 0 };
+    const counts = noneSwept();
     const now = nowSeconds();
     const cutoff = retentionCutoff(this.options.retentionMs, now);
     for (;;) {
@@ -58,7 +58,7 @@ export class Sweeper {
       await pause(this.pauseMs);
     }
     counts.pairingCodes = this.store.db.transaction(() => this.store.pairingCodes.deleteExpired(now));
-    if (counts.tasks + counts.events + counts.idempotencyKeys + counts.pairingCodes > 0) this.log(counts);
+    if (sweptAnything(counts)) this.log(counts);
     return counts;
   }
 
