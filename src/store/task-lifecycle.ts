@@ -260,32 +260,30 @@ export class TaskLifecycle {
 
   /**
    * LMSP 11.3 and 7.5 for one task found unfinished at startup: its policy's outcome and the
-   * events of 7.5, in the caller's transaction. `header` is the task's response header when the
+   * events of 7.5, in the caller's transaction. `known` is the task's response header when the
    * caller has read it already (recovery reads it with the task).
    */
-  recover(context: WriteContext, task: Task, maxRestarts: number, header?: ResponseHeader): RecoveryOutcome {
+  recover(context: WriteContext, task: Task, maxRestarts: number, known?: ResponseHeader): RecoveryOutcome {
     if (!isUnfinished(task.status)) return 'unchanged';
+    const target = RECOVERY[task.onRestart][task.status];
+    if (target === 'queued' && task.status === 'queued') return 'unchanged'; // stays as it is, no event (LMSP 7.5)
+    const header = known ?? this.header(task);
     const wasActive = task.status === 'loading' || task.status === 'running';
     const restarts = wasActive ? task.restarts + 1 : task.restarts;
-    const target = RECOVERY[task.onRestart][task.status];
     if (wasActive && restarts > maxRestarts) {
       // LMSP 7.5: one poisonous task must not crash the service forever.
       this.failNow(context, task, 'server_restarted',
-        `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts },
-        header ?? this.header(task));
+        `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts }, header);
       return 'failed';
     }
     switch (target) {
       case 'failed':
-        this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts },
-          header ?? this.header(task));
+        this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts }, header);
         return 'failed';
       case 'cancelled':
-        this.cancelledNow(context, task, 'recovery', header ?? this.header(task));
+        this.cancelledNow(context, task, 'recovery', header);
         return 'cancelled';
       case 'queued': {
-        if (task.status === 'queued') return 'unchanged'; // stays as it is, no event (LMSP 7.5)
-        const known = header ?? this.header(task);
         const retry = task.onRestart === 'retry';
         const requeuedSeq = task.lastSequenceNumber + 1;
         // Under retry the new attempt drops the earlier output: it starts after this event.
@@ -293,15 +291,14 @@ export class TaskLifecycle {
           ? { restarts, attempt: task.attempt + 1, outputStartSeq: requeuedSeq, outputTokens: 0, inputTokens: null }
           : { restarts };
         this.apply(context, task, 'queued', change, [
-          { type: 'response.queued', payload: this.responsePayload(known, () => (retry ? '' : this.outputText(task))) },
+          { type: 'response.queued', payload: this.responsePayload(header, () => (retry ? '' : this.outputText(task))) },
         ], 'recovery');
         return 'requeued';
       }
       case 'running': {
-        const known = header ?? this.header(task);
         const text = this.outputText(task);
         this.apply(context, task, 'running', { restarts }, [
-          { type: 'response.resumed', payload: (next) => ({ ...this.responsePayload(known, () => text)(next), output_tokens: next.outputTokens }) },
+          { type: 'response.resumed', payload: (next) => ({ ...this.responsePayload(header, () => text)(next), output_tokens: next.outputTokens }) },
         ], 'recovery');
         return 'resumed';
       }
