@@ -123,11 +123,10 @@ export class TaskTable {
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
       SELECT * FROM tasks WHERE status = ? AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     // LMSP 7.5: a queued task under retry or resume stays as it is; every other unfinished task
-    // changes at recovery. Read in creation order, whatever the status, so that one transaction
-    // writes the events of neighbouring tasks (neighbouring pages), with the response's header
-    // that the recovery events carry.
-    // A window of positions at a time: each status is a range of tasks_unfinished, and the
-    // window keeps the merge of the four small.
+    // changes at recovery, and its events carry the response's header, read here with it. A
+    // window of positions at a time, in creation order whatever the status: one transaction then
+    // writes the events of neighbouring tasks (neighbouring pages), and the merge of the four
+    // ranges of tasks_unfinished stays small.
     this.toRecoverStatement = db.prepare<[number, number], { tasks: DbTask; responses: DbResponseHeader }>(`
       SELECT t.*, ${RESPONSE_HEADER_COLUMNS.map((column) => `r.${column}`).join(', ')}
       FROM tasks t JOIN responses r ON r.id = t.response_id

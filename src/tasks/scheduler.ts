@@ -25,22 +25,23 @@ interface Claim {
 }
 
 /**
- * Coalesces output into as few transactions as the database allows: units that arrive while a
- * write is queued join that write, so a commit carries whatever was generated since the last one.
- */
-/**
  * Generated output is committed at most this often per generation. A commit costs an fsync and
  * the service's CPU, which the runner shares: at one commit per token, streaming on 2 cores was
  * measurably slower than llama.cpp alone. Deltas then carry the tokens generated meanwhile.
  */
 const OUTPUT_COMMIT_INTERVAL_MS = 20;
 
+/**
+ * Coalesces output into as few transactions as the database allows: units that arrive while a
+ * write is waiting or queued join that write, so a commit carries whatever was generated since
+ * the last one.
+ */
 class OutputWriter {
   private units: OutputUnit[] = [];
   private pending: Promise<void> | null = null;
   private lastWriteAt = -Infinity;
-  private timer: NodeJS.Timeout | null = null;
-  private releaseTimer: (() => void) | null = null;
+  /** Ends the wait before a write that OUTPUT_COMMIT_INTERVAL_MS put off, if any. */
+  private writeNow: (() => void) | null = null;
   failure: unknown = null;
 
   constructor(private readonly store: Store, private readonly taskId: string, private readonly onRejected: () => void) {}
@@ -56,13 +57,15 @@ class OutputWriter {
     const wait = this.lastWriteAt + OUTPUT_COMMIT_INTERVAL_MS - performance.now();
     const due = wait > 0
       ? new Promise<void>((resolve) => {
-        this.releaseTimer = resolve;
-        this.timer = setTimeout(resolve, wait);
+        const timer = setTimeout(resolve, wait);
+        this.writeNow = () => {
+          clearTimeout(timer);
+          resolve();
+        };
       })
       : Promise.resolve();
     this.pending = due.then(() => {
-      this.timer = null;
-      this.releaseTimer = null;
+      this.writeNow = null;
       return this.store.db.write((context) => {
         const batch = this.units;
         this.units = [];
@@ -81,8 +84,7 @@ class OutputWriter {
 
   /** Writes what is waiting now (the generation ended or stopped), then waits for it. */
   async flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.releaseTimer?.();
+    this.writeNow?.();
     while (this.pending) await this.pending;
     if (this.units.length > 0 && this.failure === null) {
       this.push([]);
