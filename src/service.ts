@@ -10,7 +10,7 @@ import { pino, type Logger } from 'pino';
 import { ensureOperatorToken } from './auth/clients.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
 import type { ServiceConfig } from './config.js';
-import { allowedCpus, findExecutable, planAffinity, tasksetWorks } from './engine/cpu-affinity.js';
+import { affinityForThisMachine } from './engine/cpu-affinity.js';
 import { RunnerPool } from './engine/runner-pool.js';
 import { buildApp } from './http/app.js';
 import { ModelRegistry } from './models/registry.js';
@@ -87,16 +87,12 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
 
   ensureOperatorToken(store, config.dataDir);
-  const taskset = findExecutable('taskset');
-  let affinity = planAffinity(config.cpuAffinity, config.parallel, config.threads, allowedCpus(), taskset);
-  if (affinity.pinned && !tasksetWorks(taskset!, affinity.runnerCpus[0]!)) {
-    affinity = { pinned: false, reason: 'taskset cannot set CPU affinity here' };
-  }
+  const affinity = affinityForThisMachine(config.cpuAffinity, config.parallel, config.threads);
   if (affinity.pinned) log.info({ runners: affinity.runnerCpus, service: affinity.serviceCpus.join(',') }, 'runners pinned to CPUs of their own');
   else log.info({ reason: affinity.reason }, 'runners not pinned to CPUs');
   const engine = new RunnerPool({
     slots: config.parallel,
-    affinity: affinity.pinned ? { taskset: taskset!, runnerCpus: affinity.runnerCpus } : null,
+    affinity: affinity.pinned ? affinity : null,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAliveMs,
     settings: { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs },

@@ -52,7 +52,7 @@ export function findExecutable(name: string, path = process.env.PATH ?? ''): str
 }
 
 export type AffinityPlan =
-  | { pinned: true; runnerCpus: string[]; serviceCpus: number[] }
+  | { pinned: true; taskset: string; runnerCpus: string[]; serviceCpus: number[] }
   | { pinned: false; reason: string };
 
 /**
@@ -68,7 +68,14 @@ export function planAffinity(mode: CpuAffinityMode, slots: number, threads: numb
     return { pinned: false, reason: `${cpus.length} CPU(s) are not enough for ${slots} runner(s) of ${threads} thread(s) and the service` };
   }
   const runnerCpus = Array.from({ length: slots }, (_, slot) => cpus.slice(cpus.length - (slot + 1) * threads, cpus.length - slot * threads).join(','));
-  return { pinned: true, runnerCpus, serviceCpus: cpus.slice(0, cpus.length - needed) };
+  return { pinned: true, taskset, runnerCpus, serviceCpus: cpus.slice(0, cpus.length - needed) };
+}
+
+/** The plan for this machine: its allowed CPUs, its taskset, and a probe that taskset works here. */
+export function affinityForThisMachine(mode: CpuAffinityMode, slots: number, threads: number): AffinityPlan {
+  const plan = planAffinity(mode, slots, threads, allowedCpus(), findExecutable('taskset'));
+  if (plan.pinned && !tasksetWorks(plan.taskset, plan.runnerCpus[0]!)) return { pinned: false, reason: 'taskset cannot set CPU affinity here' };
+  return plan;
 }
 
 /**

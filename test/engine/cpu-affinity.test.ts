@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { allowedCpus, findExecutable, parseCpuList, planAffinity, tasksetWorks } from '../../src/engine/cpu-affinity.js';
+import { affinityForThisMachine, allowedCpus, findExecutable, parseCpuList, planAffinity, tasksetWorks } from '../../src/engine/cpu-affinity.js';
 import { childPids, waitFor, withService, type TestService } from '../helpers/service.js';
 
 function cpusOf(pid: number): number[] {
@@ -22,9 +22,9 @@ describe('runner CPU affinity', () => {
   });
 
   test('runners get CPUs from the end of the list only when the service keeps one', () => {
-    assert.deepEqual(planAffinity('auto', 1, 1, [0, 1], '/usr/bin/taskset'), { pinned: true, runnerCpus: ['1'], serviceCpus: [0] });
+    assert.deepEqual(planAffinity('auto', 1, 1, [0, 1], '/usr/bin/taskset'), { pinned: true, taskset: '/usr/bin/taskset', runnerCpus: ['1'], serviceCpus: [0] });
     assert.deepEqual(planAffinity('auto', 2, 3, [0, 1, 2, 3, 4, 5, 6, 7], '/usr/bin/taskset'),
-      { pinned: true, runnerCpus: ['5,6,7', '2,3,4'], serviceCpus: [0, 1] });
+      { pinned: true, taskset: '/usr/bin/taskset', runnerCpus: ['5,6,7', '2,3,4'], serviceCpus: [0, 1] });
     assert.equal(planAffinity('auto', 2, 1, [0, 1], '/usr/bin/taskset').pinned, false, 'two runners on two CPUs: nothing left');
     assert.equal(planAffinity('auto', 1, 1, [0], '/usr/bin/taskset').pinned, false);
     assert.equal(planAffinity('auto', 1, 1, [0, 1], null).pinned, false, 'no taskset');
@@ -38,7 +38,7 @@ describe('runner CPU affinity', () => {
     assert.equal(tasksetWorks(taskset!, '100000'), false, 'a CPU that does not exist cannot be set');
   });
 
-  const plan = planAffinity('auto', 1, 1, allowedCpus(), findExecutable('taskset'));
+  const plan = affinityForThisMachine('auto', 1, 1);
   test('the service pins its runner as planned, and not at all with --cpu-affinity off', { timeout: 60_000, skip: process.platform !== 'linux' }, async () => {
     const all = allowedCpus()!;
     await withService({ args: ['--threads', '1'] }, async (service) => {
