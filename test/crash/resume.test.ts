@@ -43,14 +43,16 @@ async function killAndResume(service: TestService, body: CreateResponseBody, kil
   await waitFor(async () => ((await service.client.getResponse(created.body.id)).usage?.output_tokens ?? 0) >= killAt, { what: `${killAt} tokens` });
   await service.kill();
   if (options.dropStates) rmSync(join(service.dataDir, 'state'), { recursive: true, force: true });
-  const restarted = await service.restart({ env: {} });
+  // Same options, token delay included: the next kill point is taken on this service, and without
+  // the delay a generation can finish before the SIGKILL lands.
+  const restarted = await service.restart();
   const final = await waitFor(async () => {
     const response = await restarted.client.getResponse(created.body.id);
     return response.task.status === 'completed' ? response : null;
   }, { what: 'the resumed task to complete' });
   const { text: deltas, events } = await deltasOf(restarted, created.body.task.id);
   const resumed = events.find((event) => event.type === 'response.resumed');
-  assert.ok(resumed, 'the task was resumed, not restarted');
+  assert.ok(resumed, `the task was resumed, not restarted (killed at ${killAt}; events: ${events.map((event) => event.type).filter((type) => type !== 'response.output_text.delta').join(', ')})`);
   assert.equal(final.task.attempt, 1);
   assert.equal(final.usage?.output_tokens, MAX_TOKENS);
   assert.equal(deltas, final.output[0]!.content[0]!.text, 'the concatenated deltas are the text: nothing lost or repeated');
