@@ -6,10 +6,10 @@
  */
 import { closeSync, copyFileSync, fsyncSync, mkdirSync, openSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { RESTART_POLICIES } from '../src/tasks/states.js';
+import { RESTART_POLICIES } from '../src/domain/tasks.js';
 import { Store } from '../src/store/index.js';
 import { makeDataDir } from '../test/helpers/data-dir.js';
-import { makeResponseAndTask } from '../test/helpers/fixtures.js';
+import { insertResponseTask, machineOf, makeResponseAndTask } from '../test/helpers/fixtures.js';
 import { log, median, runs, settleDisk, startService, type Figure } from './lib.js';
 
 const TASKS = 100_000;
@@ -31,14 +31,14 @@ function populate(dataDir: string, count: number, mix: Mix): void {
     store.db.transaction((context) => {
       for (let i = start; i < Math.min(count, start + BATCH); i++) {
         const { response, task } = makeResponseAndTask({ onRestart: RESTART_POLICIES[i % 3]!, clientId: 'cli_bench' });
-        const created = store.lifecycle.create(context, response, task);
+        const created = insertResponseTask(store, context, response, task);
         const state = stateFor(mix, i);
         if (state === 0) continue;
-        store.lifecycle.startLoading(context, created.id);
+        machineOf(store).startLoading(context, created.id);
         if (state === 1) continue;
-        store.lifecycle.startRunning(context, created.id);
-        store.lifecycle.appendOutput(context, created.id, [{ text: 'abc ', tokens: [1, 2, 3, 4] }]);
-        if (state === 3) store.lifecycle.cancel(context, created.id);
+        machineOf(store).startRunning(context, created.id);
+        machineOf(store).appendOutput(context, created.id, [{ text: 'abc ', tokens: [1, 2, 3, 4] }]);
+        if (state === 3) machineOf(store).cancel(context, created.id);
       }
     });
   }

@@ -7,7 +7,7 @@ import autocannon from 'autocannon';
 import BetterSqlite3 from 'better-sqlite3';
 import { Store } from '../src/store/index.js';
 import { makeDataDir } from '../test/helpers/data-dir.js';
-import { makeResponseAndTask } from '../test/helpers/fixtures.js';
+import { insertResponseTask, machineOf, makeResponseAndTask } from '../test/helpers/fixtures.js';
 import { log, median, runs, startService, type Figure } from './lib.js';
 
 const TASKS = 1000;
@@ -25,9 +25,9 @@ function populate(dataDir: string): { probeId: string; taskIds: string[] } {
   for (let i = 0; i <= TASKS; i++) {
     store.db.transaction((context) => {
       const { response, task } = makeResponseAndTask({ clientId: 'cli_bench' });
-      store.lifecycle.create(context, response, task);
-      store.lifecycle.startRunning(context, task.id);
-      store.lifecycle.complete(context, task.id, 'max_output_tokens');
+      insertResponseTask(store, context, response, task);
+      machineOf(store).startRunning(context, task.id);
+      machineOf(store).complete(context, task.id, 'max_output_tokens');
       if (i === TASKS) return; // the probe: recent, small, never swept
       const first = store.tasks.get(task.id)!.lastSequenceNumber;
       for (let n = 1; n <= EVENTS_PER_TASK; n++) insertEvent.run(task.id, first + n, 1, delta, tokens);

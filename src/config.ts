@@ -143,7 +143,6 @@ export const DEBUG_VARIABLES = {
   dbMaxPages: 'LMSP_DEBUG_DB_MAX_PAGES',
 } as const satisfies Record<keyof DebugDelays, string>;
 
-export const DATA_DIR_FLAG = '--data-dir';
 export const DATA_DIR_ENV = 'LMSP_DATA_DIR';
 /** Prefix of the keys under which settings are stored in `service_config`. */
 export const STORED_CONFIG_PREFIX = 'config.';

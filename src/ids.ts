@@ -47,6 +47,3 @@ export type IdPrefix = 'resp' | 'task' | 'msg' | 'cli' | 'svc';
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${base62Time(Date.now(), ID_TIME_LENGTH)}${randomBase62(ID_RANDOM_LENGTH)}`;
 }
-
-/** Model ids are chosen by the operator (LMSP section 2). */
-export const MODEL_ID_PATTERN = /^[a-z0-9][a-z0-9._:-]{0,127}$/;

@@ -16,6 +16,7 @@ import { buildApp } from './http/app.js';
 import { ModelRegistry } from './models/registry.js';
 import { SOFTWARE_VERSION } from './paths.js';
 import { Store } from './store/index.js';
+import { newTaskMachine, type TaskCore } from './tasks/core.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
 import { Scheduler } from './tasks/scheduler.js';
@@ -78,10 +79,11 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const serviceId = store.db.transaction(() => store.config.ensureServiceId());
   const registry = new ModelRegistry(store, config.modelsDir);
   await registry.ensureBuiltin();
+  const machine = newTaskMachine(store);
 
   // LMSP 11.2: at startup, every unfinished task gets its restart policy, before anything else.
   const started = performance.now();
-  const report = recoverUnfinishedTasks(store, config.maxRestarts);
+  const report = recoverUnfinishedTasks(store, machine, config.maxRestarts);
   log.info({ ...report, ms: Math.round(performance.now() - started) }, 'recovered unfinished tasks');
   const stateDir = join(config.dataDir, STATE_DIR);
   removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
@@ -99,7 +101,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     debug: config.debug,
     log: (level, message) => log[level](message),
   });
-  const scheduler = new Scheduler(store, engine, registry, bus, { parallel: config.parallel, log: {
+  const core: TaskCore = { store, machine, registry, engine, bus };
+  const scheduler = new Scheduler(core, { parallel: config.parallel, log: {
     info: (message, fields) => log.info(fields ?? {}, message),
     warn: (message, fields) => log.warn(fields ?? {}, message),
     error: (message, fields) => log.error(fields ?? {}, message),
@@ -118,7 +121,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   maintenance.start({ checkpointNow: recovered > 0 });
 
   const app = await buildApp({
-    config, serviceId, store, registry, engine, scheduler, bus,
+    config, serviceId, core, scheduler,
     pairingLimiter: new FailureRateLimiter(),
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,

@@ -4,7 +4,7 @@
  * them, recording every acknowledgement in the ledger.
  */
 import type { CreateResponseBody, ResponseObject, TaskObject } from '../../src/api/types.js';
-import type { RestartPolicy } from '../../src/tasks/states.js';
+import type { RestartPolicy } from '../../src/domain/tasks.js';
 import { api, type TestService } from '../../test/helpers/service.js';
 import { readSse, type SseFrame } from '../../test/helpers/sse.js';
 import type { Ledger, Mode } from './ledger.js';

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CreateResponseBody, ResponseObject } from '../../src/api/types.js';
-import type { RestartPolicy } from '../../src/tasks/states.js';
+import type { RestartPolicy } from '../../src/domain/tasks.js';
 import { api, type TestService } from '../../test/helpers/service.js';
 import { allTasks, attemptText, drain, eventsViaApi, FINAL_STATUSES, inBatches, unfinishedCount } from './checks.js';
 import { killAndReap, sleep, startWithRetry } from './processes.js';

@@ -4,7 +4,7 @@
  * or a second task behind one key from ordinary crash noise.
  */
 import type { CreateResponseBody } from '../../src/api/types.js';
-import type { RestartPolicy } from '../../src/tasks/states.js';
+import type { RestartPolicy } from '../../src/domain/tasks.js';
 import type { Random } from './random.js';
 
 export type Mode = 'background' | 'background_stream' | 'stream' | 'plain';

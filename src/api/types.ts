@@ -1,22 +1,16 @@
 /**
- * Wire types of LMSP 1.0: what clients send and receive.
- *
- * Glossary
- * - task: the durable unit of work behind a response (`task_...`), with a status (LMSP 7.2) and
- *   a restart policy (`on_restart`, LMSP 7.5).
- * - attempt: one run of a task from the start; a `retry` after a restart begins attempt + 1 and
- *   drops the earlier output, a `resume` continues the same attempt.
- * - event: one entry of a task's log (`response.created`, deltas, ...), numbered per task from 1
- *   without gaps (`sequence_number`); a stream is a replay of the log followed live.
- * - snapshot: what a `resume` continues from: the token ids stored with each delta event, in the
- *   same transaction as the text they produced.
- * - client: a paired app, agent or script (`cli_...`), known by the SHA-256 of its token.
- * - scope: what a client may do: `responses`, `models:read`, `models:write`, `admin`.
+ * Wire types of LMSP 1.0: what clients send and receive (the glossary of the domain is at the
+ * top of src/domain/tasks.ts).
  */
-import type { ResponseStatus, RestartPolicy, TaskStatus } from '../tasks/states.js';
-import type { InputItem, MessageRole } from '../tasks/types.js';
+import type { RestartPolicy, TaskKind, TaskStatus } from '../domain/tasks.js';
+import type { ModelStatus } from '../domain/models.js';
+import type { InputItem, MessageRole } from '../domain/responses.js';
 
-export type { ErrorBody } from './errors.js';
+export type { ErrorBody } from '../domain/errors.js';
+export type { ModelStatus };
+
+/** A response's `status` (LMSP section 6). */
+export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled';
 
 export interface OutputText {
   type: 'output_text';
@@ -65,7 +59,7 @@ export interface ResponseObject {
 export interface TaskObject {
   id: string;
   object: 'task';
-  kind: 'response';
+  kind: TaskKind;
   response_id: string;
   client_id: string;
   model: string;
@@ -107,8 +101,6 @@ export interface ServiceObject {
   software: { name: 'lmsp'; version: string };
   capabilities: { background: boolean; stream: boolean; resume: boolean; idempotency: boolean };
 }
-
-export type ModelStatus = 'ready' | 'missing' | 'digest_mismatch';
 
 export interface ModelObject {
   id: string;

@@ -1,20 +1,47 @@
 /** Domain records to wire objects: one function per object, so every answer and event agrees. */
-import { responseStatusOf } from '../tasks/states.js';
-import type { ResponseHeader, Task } from '../tasks/types.js';
-import type { OutputMessage, ResponseObject, TaskObject } from './types.js';
+import type { Client } from '../domain/clients.js';
+import type { Model } from '../domain/models.js';
+import type { ResponseHeader } from '../domain/responses.js';
+import { isIncomplete, type Task, type TaskStatus } from '../domain/tasks.js';
+import type { ClientObject, ModelObject, OutputMessage, ResponseObject, ResponseStatus, TaskObject } from './types.js';
+
+/** What a response's `status` is while its task is in each state (LMSP section 6). */
+export function responseStatusOf(task: Pick<Task, 'status' | 'finishReason'>): ResponseStatus {
+  switch (task.status as TaskStatus) {
+    case 'queued':
+      return 'queued';
+    case 'loading':
+    case 'running':
+    case 'cancelling':
+      return 'in_progress';
+    case 'completed':
+      return isIncomplete(task.finishReason) ? 'incomplete' : 'completed';
+    case 'failed':
+      return 'failed';
+    case 'cancelled':
+      return 'cancelled';
+  }
+}
+
+/** The status of the output message once its task stopped, or while it runs. */
+export function outputItemStatusOf(task: Pick<Task, 'status' | 'finishReason'>): OutputMessage['status'] {
+  if (task.status === 'completed') return isIncomplete(task.finishReason) ? 'incomplete' : 'completed';
+  if (task.status === 'failed' || task.status === 'cancelled') return 'incomplete';
+  return 'in_progress';
+}
 
 function outputOf(response: ResponseHeader, task: Task, text: string): OutputMessage[] {
   // No output item exists before the task first runs (OpenAI: `output` is [] while queued), and
   // a retry drops the earlier attempt's output until the new attempt starts (LMSP 7.5).
   if (task.startedAt === null || (task.status === 'queued' && text === '')) return [];
-  let status: OutputMessage['status'] = 'in_progress';
-  if (task.status === 'completed') status = task.finishReason === 'max_output_tokens' ? 'incomplete' : 'completed';
-  else if (task.status === 'failed' || task.status === 'cancelled') status = 'incomplete';
-  return [{ type: 'message', id: response.outputItemId, role: 'assistant', status, content: [{ type: 'output_text', text, annotations: [] }] }];
+  return [{
+    type: 'message', id: response.outputItemId, role: 'assistant', status: outputItemStatusOf(task),
+    content: [{ type: 'output_text', text, annotations: [] }],
+  }];
 }
 
 export function toResponseObject(response: ResponseHeader, task: Task, text: string): ResponseObject {
-  const status = responseStatusOf(task.status, task.finishReason);
+  const status = responseStatusOf(task);
   return {
     id: response.id,
     object: 'response',
@@ -62,5 +89,38 @@ export function toTaskObject(task: Task): TaskObject {
     finished_at: task.finishedAt,
     last_sequence_number: task.lastSequenceNumber,
     error: task.error ? { code: task.error.code, message: task.error.message } : null,
+  };
+}
+
+/** LMSP 5: `path` only for clients that may register models. */
+export function toModelObject(model: Model, loaded: boolean, includePath: boolean): ModelObject {
+  return {
+    id: model.id,
+    object: 'model',
+    created: model.createdAt,
+    owned_by: 'lmsp',
+    digest: model.digest,
+    size_bytes: model.sizeBytes,
+    format: 'gguf',
+    architecture: model.architecture,
+    context_length: model.contextLength,
+    parameters: model.parameters,
+    quantization: model.quantization,
+    tokenizer: model.tokenizer,
+    status: model.status,
+    loaded,
+    ...(includePath ? { path: model.path } : {}),
+  };
+}
+
+export function toClientObject(client: Client): ClientObject {
+  return {
+    object: 'client',
+    id: client.id,
+    name: client.name,
+    scopes: client.scopes,
+    created_at: client.createdAt,
+    last_used_at: client.lastUsedAt,
+    revoked_at: client.revokedAt,
   };
 }

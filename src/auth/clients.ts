@@ -4,28 +4,15 @@
  */
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError } from '../api/errors.js';
-import type { ClientObject } from '../api/types.js';
+import { DEFAULT_SCOPES, type Client, type Scope } from '../domain/clients.js';
+import { ServiceError } from '../domain/errors.js';
 import { newId } from '../ids.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { hashPairingCode, looksLikeToken, newPairingCode, newToken, normalizePairingCode, sha256 } from './secrets.js';
-import { DEFAULT_SCOPES, type Client, type Scope } from './types.js';
 
 export const OPERATOR_TOKEN_FILE = 'operator.token';
 export const DEFAULT_PAIRING_TTL_MS = 10 * 60_000;
-
-export function toClientObject(client: Client): ClientObject {
-  return {
-    object: 'client',
-    id: client.id,
-    name: client.name,
-    scopes: client.scopes,
-    created_at: client.createdAt,
-    last_used_at: client.lastUsedAt,
-    revoked_at: client.revokedAt,
-  };
-}
 
 export interface IssuedPairingCode {
   code: string;
@@ -48,7 +35,8 @@ export function createPairingCode(store: Store, options: { name?: string | null;
  * Exchanges a code for a new client and its token, in one transaction (the code is claimed by a
  * conditional update, so it can be used once). Wrong, used and expired codes look the same.
  */
-export function pairClient(store: Store, code: string, clientName: string): { client: Client; token: string } {  const normalized = normalizePairingCode(code);
+export function pairClient(store: Store, code: string, clientName: string): { client: Client; token: string; codeExpiresAt: number } {
+  const normalized = normalizePairingCode(code);
   const clientId = newId('cli');
   const now = nowSeconds();
   const claimed = normalized ? store.pairingCodes.claim(hashPairingCode(normalized), clientId, now) : null;
@@ -58,7 +46,7 @@ export function pairClient(store: Store, code: string, clientName: string): { cl
     id: clientId, name: clientName, scopes: claimed.scopes, kind: 'paired', createdAt: now, lastUsedAt: null, revokedAt: null,
   };
   store.clients.insert(client, sha256(token));
-  return { client, token };
+  return { client, token, codeExpiresAt: claimed.expiresAt };
 }
 
 /** The client a bearer token belongs to, if it is a live one. */

@@ -3,11 +3,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { LmspClient, LmspApiError } from '../api/client.js';
-import { ServiceError } from '../api/errors.js';
+import type { ServiceObject } from '../api/types.js';
 import { readOperatorToken } from '../auth/clients.js';
-import { ConfigError, resolveDataDir } from '../config.js';
-import { DatabaseOpenError, Store } from '../store/index.js';
+import { ConfigError, resolveConfig, resolveDataDir, STORED_CONFIG_PREFIX, type OptionDefinition, type ServiceConfig } from '../config.js';
+import { ServiceError } from '../domain/errors.js';
+import { ModelRegistry } from '../models/registry.js';
 import { SERVICE_FILE, type ServiceInfo } from '../service.js';
+import { DatabaseOpenError, Store } from '../store/index.js';
+import { isDataDirLocked } from '../store/lock.js';
+import { readServiceId } from '../store/service-config.js';
+import { newTaskMachine } from '../tasks/core.js';
+import type { TaskMachine } from '../tasks/task-machine.js';
 
 export const EXIT_USAGE = 2;
 export const EXIT_NOT_RUNNING = 3;
@@ -43,34 +49,82 @@ export function openStore(options: CommonOptions, create = false): Store {
   return Store.open(dataDirOf(options), { create, check: false });
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+export type StoredSettings = Partial<Record<OptionDefinition['key'], string>>;
+
+/** The settings stored in the data directory (`lmsp config set`). */
+export function storedSettings(store: Store): StoredSettings {
+  return store.config.withPrefix(STORED_CONFIG_PREFIX) as StoredSettings;
 }
 
-/** The running service of this data directory, if any. */
-export function runningService(options: CommonOptions): ServiceInfo | null {
-  const path = join(dataDirOf(options), SERVICE_FILE);
+/** The effective settings: flags > LMSP_* > stored > defaults (LMSP section 2). */
+export function loadConfig(options: CommonOptions, store: Store, flags: StoredSettings = {}): ServiceConfig {
+  return resolveConfig({ flags, dataDirFlag: options.dataDir, stored: storedSettings(store) });
+}
+
+/** The task core of a data directory whose service is not running: the same use cases, no engine. */
+export interface OfflineCore {
+  store: Store;
+  registry: ModelRegistry;
+  machine: TaskMachine;
+  config: ServiceConfig;
+  close(): Promise<void>;
+}
+
+export function openOffline(options: CommonOptions, create = false): OfflineCore {
+  const store = openStore(options, create);
+  const config = loadConfig(options, store);
+  return {
+    store,
+    config,
+    registry: new ModelRegistry(store, config.modelsDir),
+    machine: newTaskMachine(store),
+    close: () => store.close(),
+  };
+}
+
+/**
+ * The running service of this data directory, verified (LMSP section 12): a service holds the
+ * data directory's lock, and what answers at the address it recorded says it is this data
+ * directory's service. A stale `service.json` (the service crashed, another process now listens
+ * there) gives null, so the operator token is never sent anywhere else.
+ */
+export async function runningService(options: CommonOptions): Promise<ServiceInfo | null> {
+  const dataDir = dataDirOf(options);
+  const path = join(dataDir, SERVICE_FILE);
   if (!existsSync(path)) return null;
+  let info: ServiceInfo;
   try {
-    const info = JSON.parse(readFileSync(path, 'utf8')) as ServiceInfo;
-    return processAlive(info.pid) ? info : null;
+    info = JSON.parse(readFileSync(path, 'utf8')) as ServiceInfo;
+  } catch {
+    return null;
+  }
+  if (!isDataDirLocked(dataDir)) return null;
+  const expectedId = readServiceId(dataDir);
+  if (!expectedId || info.id !== expectedId) return null;
+  try {
+    const answer = await fetch(`${info.url}/v1/service`, { signal: AbortSignal.timeout(5000) });
+    if (!answer.ok) return null;
+    const service = (await answer.json()) as Partial<ServiceObject>;
+    return service.id === expectedId ? info : null;
   } catch {
     return null;
   }
 }
 
-/** A client of the running service, authenticated with the operator token the service keeps. */
-export function operatorClient(options: CommonOptions): LmspClient {
-  const info = runningService(options);
-  if (!info) throw new CliError(`the lmsp service is not running for ${dataDirOf(options)}; start it with \`lmsp serve\``, EXIT_NOT_RUNNING);
+/** A client of the verified running service, authenticated with the operator token the service keeps; null when none runs. */
+export async function serviceClient(options: CommonOptions): Promise<LmspClient | null> {
+  const info = await runningService(options);
+  if (!info) return null;
   const token = readOperatorToken(dataDirOf(options));
   if (!token) throw new CliError(`no operator token in ${dataDirOf(options)}; restart the service to create one`, EXIT_NOT_RUNNING);
   return new LmspClient({ baseUrl: info.url, token });
+}
+
+/** A client of the running service, for commands that need one. */
+export async function operatorClient(options: CommonOptions): Promise<LmspClient> {
+  const client = await serviceClient(options);
+  if (!client) throw new CliError(`the lmsp service is not running for ${dataDirOf(options)}; start it with \`lmsp serve\``, EXIT_NOT_RUNNING);
+  return client;
 }
 
 /** Runs a command's action, turning known failures into a message and an exit code. */

@@ -3,8 +3,24 @@
  * loaded if needed, then asked to generate with an AbortSignal; output arrives through hooks
  * with the token ids that are the resume snapshot. Nothing here knows of HTTP or SQL.
  */
-import type { TaskErrorCode } from '../api/errors.js';
-import type { ChatMessage, FinishReason, Sampling } from '../tasks/types.js';
+import type { TaskErrorCode } from '../domain/errors.js';
+import type { FinishReason } from '../domain/tasks.js';
+
+export type { FinishReason };
+
+/** One message of the conversation, as the engine renders it into a prompt. */
+export interface PromptMessage {
+  role: 'user' | 'assistant' | 'system' | 'developer';
+  content: string;
+}
+
+/** Sampling parameters of one generation. */
+export interface Sampling {
+  temperature: number;
+  topP: number;
+  seed: number;
+  maxOutputTokens: number;
+}
 
 export interface ModelRef {
   id: string;
@@ -19,7 +35,7 @@ export interface OutputUnit {
 
 export interface GenerateRequest {
   taskId: string;
-  messages: ChatMessage[];
+  messages: PromptMessage[];
   sampling: Sampling;
   /** Tokens already committed for this attempt; the generation continues after them. */
   resumeTokens: number[];
@@ -57,7 +73,7 @@ export interface Engine {
   /** A slot for a generation with this model, or null when none can be had now. */
   acquire(model: ModelRef): EngineLease | null;
   /** Exact prompt size of a conversation, and the model's context length. */
-  countTokens(model: ModelRef, messages: ChatMessage[]): Promise<{ tokens: number; contextLength: number }>;
+  countTokens(model: ModelRef, messages: PromptMessage[]): Promise<{ tokens: number; contextLength: number }>;
   /** Ids of the models loaded now (GET /v1/models `loaded`). */
   loadedModelIds(): Set<string>;
   /** Called whenever a lease is released or a model unloaded, so waiting work can retry. */

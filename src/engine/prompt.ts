@@ -3,7 +3,7 @@
  * (through node-llama-cpp's chat wrappers), else with a plain "Role: text" layout.
  */
 import { LlamaText, resolveChatWrapper, SpecialToken, type ChatHistoryItem, type LlamaModel, type Token } from 'node-llama-cpp';
-import type { ChatMessage } from '../tasks/types.js';
+import type { PromptMessage } from './engine.js';
 
 export interface RenderedPrompt {
   tokens: Token[];
@@ -11,7 +11,7 @@ export interface RenderedPrompt {
   stopTokens: Set<Token>;
 }
 
-function toHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
+function toHistory(messages: readonly PromptMessage[]): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = messages.map((message): ChatHistoryItem => {
     if (message.role === 'assistant') return { type: 'model', response: [message.content] };
     if (message.role === 'user') return { type: 'user', text: message.content };
@@ -28,7 +28,7 @@ export function hasChatTemplate(model: LlamaModel): boolean {
   return typeof template === 'string' && template.length > 0;
 }
 
-export function renderPrompt(model: LlamaModel, messages: readonly ChatMessage[]): RenderedPrompt {
+export function renderPrompt(model: LlamaModel, messages: readonly PromptMessage[]): RenderedPrompt {
   if (hasChatTemplate(model)) {
     const wrapper = resolveChatWrapper(model, { warningLogs: false });
     if (wrapper) {

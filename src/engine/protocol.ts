@@ -3,8 +3,8 @@
  * runner, so a native abort there (GGML_ASSERT on a malformed model) ends that process and fails
  * its task with `engine_error`, instead of taking the service down.
  */
-import type { TaskErrorCode } from '../api/errors.js';
-import type { ChatMessage, FinishReason, Sampling } from '../tasks/types.js';
+import type { TaskErrorCode } from '../domain/errors.js';
+import type { PromptMessage, FinishReason, Sampling } from './engine.js';
 
 export interface RunnerModel {
   id: string;
@@ -24,13 +24,13 @@ export interface RunnerSettings {
 export type ParentMessage =
   | { type: 'load'; requestId: number; model: RunnerModel }
   | { type: 'unload'; requestId: number }
-  | { type: 'count'; requestId: number; model: RunnerModel; messages: ChatMessage[] }
+  | { type: 'count'; requestId: number; model: RunnerModel; messages: PromptMessage[] }
   | {
       type: 'generate';
       requestId: number;
       taskId: string;
       model: RunnerModel;
-      messages: ChatMessage[];
+      messages: PromptMessage[];
       sampling: Sampling;
       /** Token ids already committed for this attempt (the snapshot); empty for a fresh start. */
       resumeTokens: number[];

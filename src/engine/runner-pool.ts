@@ -6,17 +6,15 @@
  * a fresh runner. A cancel the runner does not honour quickly (llama.cpp cannot interrupt a
  * prompt chunk) ends the runner process.
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { DebugDelays } from '../config.js';
-import type { ChatMessage, FinishReason } from '../tasks/types.js';
 import { sleep } from '../time.js';
 import {
-  EngineError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest, type ModelRef,
+  EngineError, GenerationCancelled, type Engine, type EngineLease, type FinishReason, type GenerateHooks, type GenerateRequest,
+  type ModelRef, type PromptMessage,
 } from './engine.js';
-import type { ParentMessage, RunnerMessage, RunnerSettings } from './protocol.js';
+import type { RunnerSettings } from './protocol.js';
+import { RunnerProcess, type RunnerLog } from './runner-process.js';
 
-const RUNNER_SCRIPT = fileURLToPath(new URL('./runner.js', import.meta.url));
 /** A cancel not acknowledged by then ends the runner process (LMSP 7.4: within a second). */
 const CANCEL_GRACE_MS = 600;
 
@@ -28,96 +26,7 @@ export interface RunnerPoolOptions {
   /** CPUs for the runner of each slot (a taskset list) and the taskset binary; null: not pinned. */
   affinity?: { taskset: string; runnerCpus: readonly string[] } | null;
   debug: DebugDelays;
-  log?: (level: 'info' | 'warn' | 'error', message: string) => void;
-}
-
-type Handler = (message: RunnerMessage) => void;
-
-/** One spawned runner: its process, and the requests waiting on it. */
-interface RunnerChild {
-  process: ChildProcess;
-  handlers: Map<number, Handler>;
-  exitListeners: Set<(reason: string) => void>;
-}
-
-class RunnerProcess {
-  private child: RunnerChild | null = null;
-  private nextRequestId = 1;
-  model: ModelRef | null = null;
-  busy = false;
-  lastUsedAt = 0;
-  keepAliveTimer: NodeJS.Timeout | null = null;
-
-  constructor(private readonly settings: RunnerSettings, private readonly log: RunnerPoolOptions['log'],
-    private readonly pin: { taskset: string; cpus: string } | null = null) {}
-
-  get alive(): boolean {
-    return this.child !== null;
-  }
-
-  private spawn(): RunnerChild {
-    if (this.child) return this.child;
-    const options = {
-      env: { ...process.env, LMSP_RUNNER_SETTINGS: JSON.stringify(this.settings) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
-      serialization: 'json' as const,
-    };
-    // taskset sets the CPUs and execs node in its place: same process, same IPC channel.
-    const spawned = this.pin
-      ? spawn(this.pin.taskset, ['-c', this.pin.cpus, process.execPath, ...process.execArgv, RUNNER_SCRIPT], options)
-      : fork(RUNNER_SCRIPT, [], options);
-    const child: RunnerChild = { process: spawned, handlers: new Map(), exitListeners: new Set() };
-    spawned.on('message', (message: RunnerMessage) => {
-      if (message.type === 'ready') return;
-      child.handlers.get(message.requestId)?.(message);
-    });
-    spawned.on('exit', (code, signal) => {
-      const reason = signal ? `the runner process was killed by ${signal}` : `the runner process exited with code ${code}`;
-      if (this.child === child) {
-        // An exit nobody asked for: a crash inside llama.cpp, or the system killed it.
-        this.child = null;
-        this.model = null;
-        this.log?.('warn', reason);
-      }
-      for (const listener of [...child.exitListeners]) listener(reason);
-    });
-    spawned.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
-    this.child = child;
-    return child;
-  }
-
-  /** Sends a request and routes its replies to `onMessage` until it returns true (done). */
-  request(build: (requestId: number) => ParentMessage, onMessage: (message: RunnerMessage) => boolean,
-    onExit: (reason: string) => void): number {
-    const child = this.spawn();
-    const requestId = this.nextRequestId++;
-    const exitListener = (reason: string) => {
-      child.handlers.delete(requestId);
-      onExit(reason);
-    };
-    child.exitListeners.add(exitListener);
-    child.handlers.set(requestId, (message) => {
-      if (onMessage(message)) {
-        child.handlers.delete(requestId);
-        child.exitListeners.delete(exitListener);
-      }
-    });
-    child.process.send(build(requestId));
-    return requestId;
-  }
-
-  send(message: ParentMessage): void {
-    this.child?.process.send(message);
-  }
-
-  /** Ends the process now; the next request starts a fresh one. */
-  kill(): void {
-    const child = this.child;
-    if (!child) return;
-    this.child = null;
-    this.model = null;
-    child.process.kill('SIGKILL');
-  }
+  log?: RunnerLog;
 }
 
 function sameModel(a: ModelRef | null, b: ModelRef): boolean {
@@ -314,7 +223,7 @@ export class RunnerPool implements Engine {
     });
   }
 
-  async countTokens(model: ModelRef, messages: ChatMessage[]): Promise<{ tokens: number; contextLength: number }> {
+  async countTokens(model: ModelRef, messages: PromptMessage[]): Promise<{ tokens: number; contextLength: number }> {
     const loaded = this.runners.find((r) => sameModel(r.model, model) && r.alive);
     const runner = loaded ?? this.tokenizerRunner();
     if (!loaded) this.tokenizerRequests += 1;

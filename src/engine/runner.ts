@@ -12,7 +12,7 @@
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { getLlama, LlamaLogLevel, type Llama, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
-import type { ChatMessage, Sampling } from '../tasks/types.js';
+import type { PromptMessage, Sampling } from './engine.js';
 import { sleep } from '../time.js';
 import type { OutputUnitMessage, ParentMessage, RunnerMessage, RunnerModel, RunnerSettings } from './protocol.js';
 import { renderPrompt } from './prompt.js';
@@ -270,7 +270,7 @@ async function generate(message: Extract<ParentMessage, { type: 'generate' }>, g
 
 async function count(message: Extract<ParentMessage, { type: 'count' }>): Promise<void> {
   const model = await tokenizerFor(message.model);
-  const prompt = renderPrompt(model, message.messages as ChatMessage[]);
+  const prompt = renderPrompt(model, message.messages as PromptMessage[]);
   send({ type: 'counted', requestId: message.requestId, tokens: prompt.tokens.length, contextLength: model.trainContextSize });
 }
 

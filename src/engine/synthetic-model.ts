@@ -14,7 +14,7 @@
  * dimension. The model therefore only ever writes printable ASCII and spaces, and never stops
  * before `max_output_tokens`.
  */
-import type { GgufFacts } from '../models/types.js';
+import type { GgufFacts } from '../domain/models.js';
 import type { GgufFile, GgufTensor, GgufTensorType, GgufValue } from './gguf-writer.js';
 
 export interface SyntheticModelOptions {

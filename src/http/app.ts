@@ -5,10 +5,10 @@
 import fastifySwagger from '@fastify/swagger';
 import Ajv from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { ERROR_CODES, ServiceError, invalidRequest } from '../api/errors.js';
+import { ERROR_CODES, ServiceError, invalidRequest } from '../domain/errors.js';
 import { SOFTWARE_VERSION } from '../paths.js';
 import { isStorageError, toStorageUnavailable } from '../store/db.js';
-import type { AppServices, RouteAccess } from './services.js';
+import type { AppContext, RouteAccess } from './context.js';
 import { registerAuth } from './auth.js';
 import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
@@ -85,10 +85,10 @@ export function routeTable(app: FastifyInstance): RouteEntry[] {
   return routeTables.get(app) ?? [];
 }
 
-export async function buildApp(services: AppServices): Promise<FastifyInstance> {
-  const { config } = services;
+export async function buildApp(context: AppContext): Promise<FastifyInstance> {
+  const { config } = context;
   const app = Fastify({
-    ...(services.logger ? { loggerInstance: services.logger as FastifyBaseLogger } : { logger: false }),
+    ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
     forceCloseConnections: true,
@@ -156,12 +156,12 @@ export async function buildApp(services: AppServices): Promise<FastifyInstance> 
     },
   });
 
-  registerAuth(app, services);
-  registerServiceRoutes(app, services);
-  registerResponseRoutes(app, services);
-  registerTaskRoutes(app, services);
-  registerModelRoutes(app, services);
-  registerClientRoutes(app, services);
+  registerAuth(app, context);
+  registerServiceRoutes(app, context);
+  registerResponseRoutes(app, context);
+  registerTaskRoutes(app, context);
+  registerModelRoutes(app, context);
+  registerClientRoutes(app, context);
   return app;
 }
 

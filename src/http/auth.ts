@@ -3,22 +3,25 @@
  * its config; a route that declares none is refused, so forgetting is never an open door.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError } from '../api/errors.js';
 import { authenticate } from '../auth/clients.js';
-import { hasScope, type Client, type Scope } from '../auth/types.js';
+import { hasScope, type Client } from '../domain/clients.js';
+import { ServiceError } from '../domain/errors.js';
+import type { IdempotencyKey } from '../store/index.js';
 import { nowSeconds } from '../time.js';
-import type { AppServices } from './services.js';
+import type { AppContext } from './context.js';
+import { idempotencyKeyOf } from './idempotency.js';
 
 const TOUCH_INTERVAL_SECONDS = 60;
 
-function bearerToken(request: FastifyRequest): string | null {
+export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
   if (!header) return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match ? match[1]! : null;
 }
 
-export function registerAuth(app: FastifyInstance, services: AppServices): void {
+export function registerAuth(app: FastifyInstance, context: AppContext): void {
+  const { store } = context.core;
   app.decorateRequest('client', null);
   app.addHook('onRequest', async (request) => {
     if (request.is404) return;
@@ -26,7 +29,7 @@ export function registerAuth(app: FastifyInstance, services: AppServices): void 
     if (access === 'public') return;
     if (!access) throw new ServiceError('internal_error', 'This route declares no access rule.');
     const token = bearerToken(request);
-    const client = token ? authenticate(services.store, token) : null;
+    const client = token ? authenticate(store, token) : null;
     if (!client) throw new ServiceError('invalid_token');
     if (access !== 'authenticated' && !hasScope(client, access)) {
       throw new ServiceError('insufficient_scope', `This needs the '${access}' scope.`);
@@ -34,7 +37,7 @@ export function registerAuth(app: FastifyInstance, services: AppServices): void 
     request.client = client;
     const now = nowSeconds();
     if (client.lastUsedAt === null || now - client.lastUsedAt >= TOUCH_INTERVAL_SECONDS) {
-      services.store.db.write(() => services.store.clients.touch(client.id, now)).catch(() => undefined);
+      store.db.write(() => store.clients.touch(client.id, now)).catch(() => undefined);
     }
   });
 }
@@ -45,11 +48,9 @@ export function clientOf(request: FastifyRequest): Client {
   return request.client;
 }
 
-/** Without `admin`, a client sees only its own records; others look like ids that do not exist. */
-export function canSee(client: Client, ownerId: string): boolean {
-  return client.id === ownerId || hasScope(client, 'admin');
-}
-
-export function hasAccess(client: Client, scope: Scope): boolean {
-  return hasScope(client, scope);
+/** The Idempotency-Key of an authenticated client's POST: its keys are its own (LMSP section 8). */
+export function clientKeyOf(request: FastifyRequest, context: AppContext, options: { sealWithToken?: boolean } = {}): IdempotencyKey | null {
+  const client = clientOf(request);
+  return idempotencyKeyOf(request, `client:${client.id}`, context.config.idempotencyTtlMs,
+    options.sealWithToken ? bearerToken(request) ?? '' : null);
 }

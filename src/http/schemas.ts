@@ -3,8 +3,8 @@
  * field, LMSP section 2) and describe the API in /v1/openapi.json, so the two cannot drift.
  * Unknown fields are ignored, as LMSP section 2 asks.
  */
-import { RESTART_POLICIES, TASK_STATUSES } from '../tasks/states.js';
-import { SCOPES } from '../auth/types.js';
+import { RESTART_POLICIES, TASK_STATUSES } from '../domain/tasks.js';
+import { SCOPES } from '../domain/clients.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 

@@ -3,7 +3,8 @@
  * a comment line every heartbeat interval; the caller ends the stream after the terminal event.
  */
 import type { FastifyReply } from 'fastify';
-import { eventJson, type DbTaskEvent } from '../store/events.js';
+import { eventJson } from '../api/events.js';
+import type { LoggedEvent } from '../domain/tasks.js';
 
 export class EventStream {
   private readonly heartbeat: NodeJS.Timeout;
@@ -39,10 +40,10 @@ export class EventStream {
     return this.abort.signal.aborted && !this.reply.raw.writableFinished;
   }
 
-  async send(events: DbTaskEvent[]): Promise<void> {
+  async send(events: LoggedEvent[]): Promise<void> {
     const raw = this.reply.raw;
     if (raw.writableEnded || raw.destroyed) return;
-    const frames = events.map((event) => `id: ${event.sequence_number}\nevent: ${event.type}\ndata: ${eventJson(event)}\n\n`).join('');
+    const frames = events.map((event) => `id: ${event.sequenceNumber}\nevent: ${event.type}\ndata: ${eventJson(event)}\n\n`).join('');
     if (!raw.write(frames)) {
       await new Promise<void>((resolve) => {
         const done = () => {

@@ -5,8 +5,8 @@
  */
 import { open, stat } from 'node:fs/promises';
 import type { readGgufFileInfo as ReadGgufFileInfo } from 'node-llama-cpp';
-import { ServiceError } from '../api/errors.js';
-import type { GgufFacts } from './types.js';
+import { ServiceError } from '../domain/errors.js';
+import type { GgufFacts } from '../domain/models.js';
 
 /** Bytes per block and elements per block of the ggml tensor types (ggml.c's type traits). */
 const GGML_TYPE_BLOCKS: Record<number, readonly [elements: number, bytes: number]> = {

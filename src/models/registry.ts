@@ -5,47 +5,23 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { basename, join, sep } from 'node:path';
-import { ServiceError, invalidRequest } from '../api/errors.js';
-import type { ModelObject } from '../api/types.js';
+import { ServiceError, invalidRequest } from '../domain/errors.js';
+import { MODEL_ID_PATTERN, type Model } from '../domain/models.js';
 import { EngineError } from '../engine/engine.js';
 import { writeGgufFile } from '../engine/gguf-writer.js';
 import { buildSyntheticModel, LMSP_TINY, syntheticModelFacts } from '../engine/synthetic-model.js';
-import { MODEL_ID_PATTERN } from '../ids.js';
-import type { Store, WriteContext } from '../store/index.js';
+import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { readGgufFacts } from './gguf.js';
 import { hashFile, type HashProgress } from './hashing.js';
-import type { Model } from './types.js';
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
 const BUILTIN_REGISTERED_KEY = 'builtin.registered';
 
-export interface RegisterOptions {
+export interface InspectOptions {
   /** API registrations must name a file inside the models directory (after resolving links). */
   restrictToModelsDir: boolean;
   onProgress?: HashProgress;
-  /** Runs in the registration's transaction (idempotency keys, LMSP section 8). */
-  alsoInTransaction?: (context: WriteContext, model: Model) => void;
-}
-
-export function toModelObject(model: Model, loaded: boolean, includePath: boolean): ModelObject {
-  return {
-    id: model.id,
-    object: 'model',
-    created: model.createdAt,
-    owned_by: 'lmsp',
-    digest: model.digest,
-    size_bytes: model.sizeBytes,
-    format: 'gguf',
-    architecture: model.architecture,
-    context_length: model.contextLength,
-    parameters: model.parameters,
-    quantization: model.quantization,
-    tokenizer: model.tokenizer,
-    status: model.status,
-    loaded,
-    ...(includePath ? { path: model.path } : {}),
-  };
 }
 
 /** A model id from a file name: `Llama-3.2-1B.Q4_K_M.gguf` -> `llama-3.2-1b.q4_k_m`. */
@@ -69,8 +45,11 @@ export class ModelRegistry {
     return this.store.models.get(id);
   }
 
-  /** Validates, hashes and records a model file; nothing is written unless all of it succeeds. */
-  async register(input: { path: string; id?: string | undefined }, options: RegisterOptions): Promise<Model> {
+  /**
+   * Validates and hashes a file to register; writes nothing (LMSP section 5). The model it
+   * returns is recorded by `insert`, in the transaction of the registration.
+   */
+  async inspect(input: { path: string; id?: string | undefined }, options: InspectOptions): Promise<Model> {
     if (input.id !== undefined && !MODEL_ID_PATTERN.test(input.id)) {
       throw invalidRequest('id', 'model ids are 1-128 characters of a-z, 0-9, ".", "_", ":" and "-", starting with a letter or digit');
     }
@@ -89,20 +68,24 @@ export class ModelRegistry {
     const info = await stat(resolved);
     if (!info.isFile()) throw new ServiceError('invalid_model_file', `${input.path} is not a regular file`, { param: 'path' });
     const id = input.id ?? modelIdFromPath(resolved);
-    if (this.store.models.get(id)) throw invalidRequest('id', `a model with id '${id}' is already registered; remove it first`);
+    this.assertFree(id);
     const facts = await readGgufFacts(resolved);
     const digest = await hashFile(resolved, options.onProgress);
     const now = nowSeconds();
-    const model: Model = {
+    return {
       id, path: resolved, digest, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready', builtin: false,
       createdAt: now, verifiedAt: now, ...facts,
     };
-    return this.store.db.write((context) => {
-      if (this.store.models.get(id)) throw invalidRequest('id', `a model with id '${id}' is already registered; remove it first`);
-      this.store.models.insert(model);
-      options.alsoInTransaction?.(context, model);
-      return model;
-    });
+  }
+
+  private assertFree(id: string): void {
+    if (this.store.models.get(id)) throw invalidRequest('id', `a model with id '${id}' is already registered; remove it first`);
+  }
+
+  /** Records an inspected model; call inside the registration's transaction (the id may have been taken meanwhile). */
+  insert(model: Model): void {
+    this.assertFree(model.id);
+    this.store.models.insert(model);
   }
 
   /** Unregisters (the file stays); refused while an unfinished task uses the model (LMSP section 5). */
@@ -116,8 +99,11 @@ export class ModelRegistry {
     });
   }
 
-  /** Re-hashes on demand and records what the file is now: ready, missing or digest_mismatch. */
-  async verify(id: string, onProgress?: HashProgress): Promise<Model> {
+  /**
+   * Re-hashes a model's file on demand and returns what it is now: ready, missing or
+   * digest_mismatch. Writes nothing; `recordVerification` does, in the request's transaction.
+   */
+  async measure(id: string, onProgress?: HashProgress): Promise<Model> {
     const model = this.store.models.get(id);
     if (!model) throw new ServiceError('model_not_found', `no model with id '${id}'`);
     let status: Model['status'];
@@ -129,16 +115,20 @@ export class ModelRegistry {
     } catch {
       status = 'missing';
     }
-    const now = nowSeconds();
-    const updated: Model = {
+    return {
       ...model,
       status,
-      verifiedAt: now,
+      verifiedAt: nowSeconds(),
       // A file that hashes to its recorded digest again is known good at its current size/mtime.
       ...(status === 'ready' && info ? { sizeBytes: Number(info.size), mtimeMs: Math.floor(Number(info.mtimeMs)) } : {}),
     };
-    await this.store.db.write(() => this.store.models.updateFile(updated));
-    return updated;
+  }
+
+  /** Records a verification; call inside the request's transaction. */
+  recordVerification(model: Model): Model {
+    if (!this.store.models.get(model.id)) throw new ServiceError('model_not_found', `no model with id '${model.id}'`);
+    this.store.models.updateFile(model);
+    return model;
   }
 
   /**

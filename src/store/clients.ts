@@ -1,5 +1,5 @@
 /** The `clients` table: paired clients, known by the SHA-256 of their token (LMSP section 4). */
-import type { Client, Scope } from '../auth/types.js';
+import type { Client, Scope } from '../domain/clients.js';
 import type { Sqlite } from './db.js';
 import { ReadCache } from './read-cache.js';
 

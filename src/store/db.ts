@@ -14,7 +14,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError } from '../api/errors.js';
+import { ServiceError } from '../domain/errors.js';
 import { packagePath } from '../paths.js';
 
 export type Sqlite = BetterSqlite3.Database;

@@ -3,10 +3,11 @@
  * events also carry the token ids they cover, which makes them the resume snapshot (LMSP 7.5):
  * the snapshot is written in the same transaction as the deltas because it is the same row.
  */
-import type { TaskEvent } from '../api/types.js';
+import type { Statement } from 'better-sqlite3';
+import type { LoggedEvent } from '../domain/tasks.js';
 import type { Sqlite } from './db.js';
 
-export interface DbTaskEvent {
+interface DbTaskEvent {
   task_id: string;
   sequence_number: number;
   type: string;
@@ -14,24 +15,19 @@ export interface DbTaskEvent {
   data: string;
 }
 
-export const DELTA_EVENT = 'response.output_text.delta';
-
-/** Event types after which nothing more is written (LMSP 7.3). */
-export const TERMINAL_EVENTS: ReadonlySet<string> = new Set([
-  'response.completed',
-  'response.incomplete',
-  'response.failed',
-  'response.cancelled',
-]);
-
-/** The wire JSON of an event, built without re-parsing its stored payload. */
-export function eventJson(row: DbTaskEvent): string {
-  const head = `{"type":${JSON.stringify(row.type)},"sequence_number":${row.sequence_number},"created_at":${row.created_at}`;
-  return row.data === '{}' ? `${head}}` : `${head},${row.data.slice(1)}`;
+function toLoggedEvent(row: DbTaskEvent): LoggedEvent {
+  return { sequenceNumber: row.sequence_number, type: row.type, createdAt: row.created_at, data: row.data };
 }
 
-export function toTaskEvent(row: DbTaskEvent): TaskEvent {
-  return { type: row.type, sequence_number: row.sequence_number, created_at: row.created_at, ...(JSON.parse(row.data) as object) };
+/** Which events carry a kind's generated text, and the JSON path of the text in their payload. */
+export interface TextDelta {
+  type: string;
+  path: string;
+}
+
+/** An SQL string literal (the text is ours, never a client's). */
+function quote(text: string): string {
+  return `'${text.replace(/'/g, "''")}'`;
 }
 
 function encodeTokens(tokens: readonly number[]): Buffer {
@@ -43,20 +39,17 @@ function encodeTokens(tokens: readonly number[]): Buffer {
 export class EventTable {
   private readonly appendStatement;
   private readonly afterStatement;
-  private readonly outputTextStatement;
+  private readonly outputTextStatements = new Map<string, Statement<[string, number], { text: string | null }>>();
   private readonly tokensStatement;
   private readonly deleteStatement;
   private readonly deleteBatchStatement;
 
-  constructor(db: Sqlite) {
+  constructor(private readonly db: Sqlite) {
     this.appendStatement = db.prepare(
       'INSERT INTO task_events (task_id, sequence_number, type, created_at, data, tokens) VALUES (?, ?, ?, ?, ?, ?)');
     this.afterStatement = db.prepare<[string, number, number], DbTaskEvent>(`
       SELECT task_id, sequence_number, type, created_at, data FROM task_events
       WHERE task_id = ? AND sequence_number > ? ORDER BY sequence_number LIMIT ?`);
-    this.outputTextStatement = db.prepare<[string, number], { text: string | null }>(`
-      SELECT group_concat(json_extract(data, '$.delta'), '' ORDER BY sequence_number) AS text FROM task_events
-      WHERE task_id = ? AND sequence_number > ? AND type = '${DELTA_EVENT}'`);
     this.tokensStatement = db.prepare<[string, number], { tokens: Buffer }>(`
       SELECT tokens FROM task_events WHERE task_id = ? AND sequence_number > ? AND tokens IS NOT NULL
       ORDER BY sequence_number`);
@@ -70,13 +63,21 @@ export class EventTable {
     this.appendStatement.run(taskId, sequenceNumber, type, createdAt, JSON.stringify(payload), tokens ? encodeTokens(tokens) : null);
   }
 
-  after(taskId: string, afterSequence: number, limit: number): DbTaskEvent[] {
-    return this.afterStatement.all(taskId, afterSequence, limit);
+  after(taskId: string, afterSequence: number, limit: number): LoggedEvent[] {
+    return this.afterStatement.all(taskId, afterSequence, limit).map(toLoggedEvent);
   }
 
-  /** The text of the delta events after `afterSequence`, concatenated (LMSP 7.3). */
-  outputText(taskId: string, afterSequence: number): string {
-    return this.outputTextStatement.get(taskId, afterSequence)?.text ?? '';
+  /** The text of a task's delta events after `afterSequence`, concatenated (LMSP 7.3). */
+  outputText(taskId: string, afterSequence: number, delta: TextDelta): string {
+    const key = `${delta.type}\u0000${delta.path}`;
+    let statement = this.outputTextStatements.get(key);
+    if (!statement) {
+      statement = this.db.prepare<[string, number], { text: string | null }>(`
+        SELECT group_concat(json_extract(data, ${quote(delta.path)}), '' ORDER BY sequence_number) AS text FROM task_events
+        WHERE task_id = ? AND sequence_number > ? AND type = ${quote(delta.type)}`);
+      this.outputTextStatements.set(key, statement);
+    }
+    return statement.get(taskId, afterSequence)?.text ?? '';
   }
 
   /** The token ids of the delta events after `afterSequence`: the resume snapshot. */

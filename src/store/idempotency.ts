@@ -1,21 +1,58 @@
 /**
- * The `idempotency_keys` table (LMSP section 8). A key is written in the same transaction as the
- * effect it guards (the task, the cancel, the registration), so no crash leaves one without the
- * other.
+ * Idempotency keys (LMSP section 8), written once for every POST. `runIdempotent` is the only
+ * way an effect guarded by a key is made:
+ *
+ * 1. an early look-up: a known key answers at once (its stored answer, or 409/422), before any
+ *    work is done;
+ * 2. the caller's preparation (validation, hashing a file, counting tokens), outside any
+ *    transaction;
+ * 3. one BEGIN IMMEDIATE transaction that looks the key up again (two requests may race between
+ *    1 and 3), runs the effect and records the key, its fingerprint and the answer with it, so
+ *    no crash leaves one without the other.
+ *
+ * Keys are stored as their SHA-256. Answers that carry a secret (a new token, a pairing code) are
+ * stored encrypted with a key derived from the raw Idempotency-Key and the request's own secret,
+ * neither of which is ever stored: the data directory never holds a usable secret, yet the same
+ * request can be answered the same way again.
  */
-import type { Sqlite } from './db.js';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { ServiceError } from '../domain/errors.js';
+import { nowSeconds } from '../time.js';
+import type { Database, Sqlite, WriteContext } from './db.js';
 
-export interface IdempotencyRecord {
+/** A request's Idempotency-Key, as the store keys it. */
+export interface IdempotencyKey {
+  /** Whose keys these are: `client:<id>`, or `pair:<code hash>` for pairing. */
   scope: string;
-  key: string;
+  /** SHA-256 of the raw key. */
+  keyHash: string;
+  /** SHA-256 of the method, the path and the canonical JSON of the body. */
   fingerprint: string;
-  state: 'in_flight' | 'done';
-  statusCode: number | null;
-  body: string | null;
-  taskId: string | null;
-  createdAt: number;
-  expiresAt: number;
+  /** Set when the answer must be stored encrypted: key material derived from the request's secrets. */
+  sealingKey: Buffer | null;
+  /** How long the key and its answer are kept (`idempotency_ttl`). */
+  ttlMs: number;
 }
+
+/** An answer stored for replay: the status, the headers worth repeating and the body. */
+export interface StoredAnswer {
+  status: number;
+  headers?: Record<string, string>;
+  body?: unknown;
+  /** A streaming create: a replay sends the task's events from the start. */
+  streamTaskId?: string;
+}
+
+/** What an effect records with its key. */
+export type Recording =
+  /** The finished answer; `expiresAt` (Unix seconds) may shorten how long it can be replayed. */
+  | { answer: StoredAnswer; taskId?: string | null; expiresAt?: number }
+  /** The request goes on after the transaction (a plain or streaming create); answered later. */
+  | { inFlight: string };
+
+export type IdempotentOutcome<R> = { replay: StoredAnswer } | { result: R };
+
+const SEALED_PREFIX = 'sealed:v1:';
 
 interface DbIdempotencyKey {
   scope: string;
@@ -29,23 +66,30 @@ interface DbIdempotencyKey {
   expires_at: number;
 }
 
-function toRecord(row: DbIdempotencyKey): IdempotencyRecord {
-  return {
-    scope: row.scope,
-    key: row.key,
-    fingerprint: row.fingerprint,
-    state: row.state,
-    statusCode: row.status_code,
-    body: row.body,
-    taskId: row.task_id,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-  };
+function seal(text: string, key: Buffer): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const data = Buffer.concat([cipher.update(text, 'utf8'), cipher.final()]);
+  return SEALED_PREFIX + Buffer.concat([iv, cipher.getAuthTag(), data]).toString('base64');
+}
+
+function unseal(text: string, key: Buffer | null): string {
+  if (!text.startsWith(SEALED_PREFIX)) return text;
+  if (!key) throw new ServiceError('internal_error', 'A sealed idempotent answer cannot be opened.');
+  const raw = Buffer.from(text.slice(SEALED_PREFIX.length), 'base64');
+  const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
+  decipher.setAuthTag(raw.subarray(12, 28));
+  return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+}
+
+function encodeAnswer(key: IdempotencyKey, answer: StoredAnswer): string {
+  const text = JSON.stringify(answer);
+  return key.sealingKey ? seal(text, key.sealingKey) : text;
 }
 
 export class IdempotencyTable {
   private readonly getStatement;
-  private readonly insertStatement;
+  private readonly putStatement;
   private readonly completeStatement;
   private readonly deleteStatement;
   private readonly deleteExpiredStatement;
@@ -54,7 +98,8 @@ export class IdempotencyTable {
   constructor(db: Sqlite) {
     this.getStatement = db.prepare<[string, string, number], DbIdempotencyKey>(
       'SELECT * FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_at > ?');
-    this.insertStatement = db.prepare(`
+    // An expired record may still be there (the sweeper has not run): it is replaced.
+    this.putStatement = db.prepare(`
       INSERT INTO idempotency_keys (scope, key, fingerprint, state, status_code, body, task_id, created_at, expires_at)
       VALUES (@scope, @key, @fingerprint, @state, @status_code, @body, @task_id, @created_at, @expires_at)
       ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
@@ -69,41 +114,75 @@ export class IdempotencyTable {
     this.releaseInFlightStatement = db.prepare("DELETE FROM idempotency_keys WHERE state = 'in_flight'");
   }
 
-  /** The live (unexpired) record for this key, if any. */
-  get(scope: string, key: string, now: number): IdempotencyRecord | null {
-    const row = this.getStatement.get(scope, key, now);
-    return row ? toRecord(row) : null;
+  /**
+   * The earlier answer for this key, if any: 422 when the key came with another request, 409
+   * while the first request is still being answered (LMSP section 8).
+   */
+  find(key: IdempotencyKey, now = nowSeconds()): StoredAnswer | null {
+    const row = this.getStatement.get(key.scope, key.keyHash, now);
+    if (!row) return null;
+    if (row.fingerprint !== key.fingerprint) throw new ServiceError('idempotency_key_reused');
+    if (row.state === 'in_flight') throw new ServiceError('idempotency_key_in_flight');
+    return JSON.parse(unseal(row.body ?? '{}', key.sealingKey)) as StoredAnswer;
   }
 
-  /** Writes (or replaces an expired) record. */
-  put(record: IdempotencyRecord): void {
-    this.insertStatement.run({
-      scope: record.scope,
-      key: record.key,
-      fingerprint: record.fingerprint,
-      state: record.state,
-      status_code: record.statusCode,
-      body: record.body,
-      task_id: record.taskId,
-      created_at: record.createdAt,
-      expires_at: record.expiresAt,
+  /** Records the key with what the effect answered (inside the effect's transaction). */
+  record(key: IdempotencyKey, recording: Recording, now = nowSeconds()): void {
+    const expiresAt = now + Math.ceil(key.ttlMs / 1000);
+    const done = 'answer' in recording;
+    this.putStatement.run({
+      scope: key.scope,
+      key: key.keyHash,
+      fingerprint: key.fingerprint,
+      state: done ? 'done' : 'in_flight',
+      status_code: done ? recording.answer.status : null,
+      body: done ? encodeAnswer(key, recording.answer) : null,
+      task_id: done ? recording.taskId ?? null : recording.inFlight,
+      created_at: now,
+      expires_at: done && recording.expiresAt !== undefined ? Math.min(expiresAt, recording.expiresAt) : expiresAt,
     });
   }
 
-  complete(scope: string, key: string, statusCode: number, body: string): void {
-    this.completeStatement.run(statusCode, body, scope, key);
+  /** The request that held the key in flight was answered: replays now get this answer. */
+  complete(key: IdempotencyKey, answer: StoredAnswer): void {
+    this.completeStatement.run(answer.status, encodeAnswer(key, answer), key.scope, key.keyHash);
   }
 
-  delete(scope: string, key: string): void {
-    this.deleteStatement.run(scope, key);
+  /** The request that held the key in flight ended without an answer (its client left): forget it. */
+  release(key: IdempotencyKey): void {
+    this.deleteStatement.run(key.scope, key.keyHash);
   }
 
   deleteExpired(now: number, limit: number): number {
     return this.deleteExpiredStatement.run(now, limit).changes;
   }
 
-  /** At startup: requests that were still running died with the process (issue: keys released). */
+  /** At startup: requests that were still running died with the process, so their keys are released. */
   releaseInFlight(): number {
     return this.releaseInFlightStatement.run().changes;
   }
+}
+
+/**
+ * Runs an effect guarded by an Idempotency-Key (see the top of this file). Without a key it is
+ * the same preparation and transaction, with nothing recorded.
+ */
+export async function runIdempotent<P, R>(db: Database, table: IdempotencyTable, key: IdempotencyKey | null, steps: {
+  prepare: () => P | Promise<P>;
+  effect: (context: WriteContext, prepared: P) => { result: R; record: Recording };
+}): Promise<IdempotentOutcome<R>> {
+  if (key) {
+    const early = table.find(key);
+    if (early) return { replay: early };
+  }
+  const prepared = await steps.prepare();
+  return db.write((context): IdempotentOutcome<R> => {
+    if (key) {
+      const prior = table.find(key);
+      if (prior) return { replay: prior };
+    }
+    const { result, record } = steps.effect(context, prepared);
+    if (key) table.record(key, record);
+    return { result };
+  });
 }

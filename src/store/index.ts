@@ -1,8 +1,8 @@
 /** The store: the only code that touches SQLite. One instance per open database. */
-import { Database, type OpenOptions } from './db.js';
+import { Database, type OpenOptions, type WriteContext } from './db.js';
 import { ClientTable } from './clients.js';
 import { EventTable } from './events.js';
-import { IdempotencyTable } from './idempotency.js';
+import { IdempotencyTable, runIdempotent, type IdempotencyKey, type IdempotentOutcome, type Recording } from './idempotency.js';
 import { ModelTable } from './models.js';
 import { PairingCodeTable } from './pairing-codes.js';
 import { ResponseTable } from './responses.js';
@@ -41,6 +41,17 @@ export class Store {
     return new Store(Database.open(dataDir, options), options.notifier);
   }
 
+  /**
+   * A POST's effect under its Idempotency-Key (LMSP section 8): the early look-up, the
+   * preparation, then one transaction holding the re-check, the effect and the recorded answer.
+   */
+  idempotent<P, R>(key: IdempotencyKey | null, steps: {
+    prepare: () => P | Promise<P>;
+    effect: (context: WriteContext, prepared: P) => { result: R; record: Recording };
+  }): Promise<IdempotentOutcome<R>> {
+    return runIdempotent(this.db, this.idempotency, key, steps);
+  }
+
   close(): Promise<void> {
     return this.db.close();
   }
@@ -48,3 +59,5 @@ export class Store {
 
 export { Database, DatabaseOpenError, DATABASE_FILE } from './db.js';
 export type { WriteContext } from './db.js';
+export type { IdempotencyKey, IdempotentOutcome, Recording, StoredAnswer } from './idempotency.js';
+export type { TaskNotifier } from './task-lifecycle.js';

@@ -4,10 +4,16 @@
  * so a crash never leaves a stale lock behind.
  */
 import BetterSqlite3 from 'better-sqlite3';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseOpenError, EXIT_DATABASE_UNAVAILABLE } from './db.js';
 
 export const LOCK_FILE = 'lmsp.lock';
+/**
+ * A starting service waits this long for the lock: long enough that a CLI's brief probe
+ * (`isDataDirLocked`) never makes it fail, short enough to report a second service at once.
+ */
+const LOCK_WAIT_MS = 1500;
 
 export interface DataDirLock {
   release(): void;
@@ -15,7 +21,7 @@ export interface DataDirLock {
 
 export function lockDataDir(dataDir: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE);
-  const db = new BetterSqlite3(path, { timeout: 0 });
+  const db = new BetterSqlite3(path, { timeout: LOCK_WAIT_MS });
   try {
     db.pragma('locking_mode = EXCLUSIVE');
     db.exec('CREATE TABLE IF NOT EXISTS holder (pid INTEGER); DELETE FROM holder;');
@@ -28,4 +34,23 @@ export function lockDataDir(dataDir: string): DataDirLock {
     throw error;
   }
   return { release: () => db.close() };
+}
+
+/**
+ * Whether a service holds the data directory's lock now. The probe takes a shared lock for an
+ * instant: a service that holds the lock refuses it at once.
+ */
+export function isDataDirLocked(dataDir: string): boolean {
+  const path = join(dataDir, LOCK_FILE);
+  if (!existsSync(path)) return false;
+  let db: BetterSqlite3.Database | null = null;
+  try {
+    db = new BetterSqlite3(path, { readonly: true, fileMustExist: true, timeout: 0 });
+    db.prepare('SELECT count(*) FROM holder').get();
+    return false;
+  } catch (error) {
+    return (error as { code?: string }).code?.startsWith('SQLITE_BUSY') ?? false;
+  } finally {
+    db?.close();
+  }
 }

@@ -1,6 +1,5 @@
 /** The `models` table: metadata and digests only; the files stay on disk (LMSP 11.1). */
-import type { ModelStatus } from '../api/types.js';
-import type { Model } from '../models/types.js';
+import type { Model, ModelStatus } from '../domain/models.js';
 import type { Sqlite } from './db.js';
 import { ReadCache } from './read-cache.js';
 

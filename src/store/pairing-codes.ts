@@ -1,5 +1,5 @@
 /** The `pairing_codes` table: single-use, expiring codes, stored only as hashes (LMSP section 4). */
-import type { Scope } from '../auth/types.js';
+import type { Scope } from '../domain/clients.js';
 import type { Sqlite } from './db.js';
 
 export interface PairingCode {

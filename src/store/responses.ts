@@ -1,5 +1,5 @@
 /** The `responses` table: what was asked (request fields, input, context) and the final text. */
-import type { ChatMessage, InputItem, ResponseHeader, StoredResponse } from '../tasks/types.js';
+import type { ChatMessage, InputItem, ResponseHeader, StoredResponse } from '../domain/responses.js';
 import type { Sqlite } from './db.js';
 
 export interface DbResponse {

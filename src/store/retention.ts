@@ -4,8 +4,13 @@
  * requests are never blocked for long. Unfinished tasks are never selected, however old: the
  * queries below only ever see rows with `finished_at` set, which only final states have.
  */
+import { FINAL_STATUSES } from '../domain/tasks.js';
 import type { Sqlite } from './db.js';
 import type { EventTable } from './events.js';
+import { oneOf } from './sql.js';
+
+const FINAL = oneOf('status', FINAL_STATUSES);
+const FINAL_T = oneOf('t.status', FINAL_STATUSES);
 
 export const SWEEP_BATCH_ROWS = 1000;
 
@@ -38,28 +43,26 @@ export class RetentionTable {
   constructor(db: Sqlite, private readonly events: EventTable) {
     this.oldFinishedStatement = db.prepare<[number, number], { id: string; response_id: string }>(`
       SELECT id, response_id FROM tasks
-      WHERE finished_at IS NOT NULL AND finished_at < ? AND status IN ('completed', 'failed', 'cancelled')
+      WHERE finished_at IS NOT NULL AND finished_at < ? AND ${FINAL}
       ORDER BY finished_at LIMIT ?`);
     this.ephemeralFinishedStatement = db.prepare<[number], { id: string; response_id: string }>(`
       SELECT t.id, t.response_id FROM responses r JOIN tasks t ON t.response_id = r.id
-      WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled') LIMIT ?`);
-    // comparisons, not an IN list: SQLite would build a temporary index for every row deleted
-    this.deleteTaskStatement = db.prepare(
-      "DELETE FROM tasks WHERE id = ? AND (status = 'completed' OR status = 'failed' OR status = 'cancelled')");
+      WHERE r.store = 0 AND ${FINAL_T} LIMIT ?`);
+    this.deleteTaskStatement = db.prepare(`DELETE FROM tasks WHERE id = ? AND ${FINAL}`);
     this.deleteResponseStatement = db.prepare('DELETE FROM responses WHERE id = ?');
     this.countOldStatement = db.prepare<[number], { tasks: number; events: number | null }>(`
       SELECT count(*) AS tasks, sum(last_sequence_number) AS events FROM tasks
-      WHERE finished_at IS NOT NULL AND finished_at < ? AND status IN ('completed', 'failed', 'cancelled')`);
+      WHERE finished_at IS NOT NULL AND finished_at < ? AND ${FINAL}`);
     this.countEphemeralStatement = db.prepare<[], { tasks: number; events: number | null }>(`
       SELECT count(*) AS tasks, sum(t.last_sequence_number) AS events FROM responses r JOIN tasks t ON t.response_id = r.id
-      WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled')`);
+      WHERE r.store = 0 AND ${FINAL_T}`);
     // Every branch is an indexed probe that stops at the first row: cheap enough to ask before
     // deciding whether a sweep is worth starting at all.
     this.anythingExpiredStatement = db.prepare<{ cutoff: number | null; now: number }, number>(`
       SELECT EXISTS (SELECT 1 FROM tasks WHERE @cutoff IS NOT NULL AND finished_at IS NOT NULL AND finished_at < @cutoff
-                       AND status IN ('completed', 'failed', 'cancelled'))
+                       AND ${FINAL})
           OR EXISTS (SELECT 1 FROM responses r JOIN tasks t ON t.response_id = r.id
-                     WHERE r.store = 0 AND t.status IN ('completed', 'failed', 'cancelled'))
+                     WHERE r.store = 0 AND ${FINAL_T})
           OR EXISTS (SELECT 1 FROM idempotency_keys WHERE expires_at <= @now)
           OR EXISTS (SELECT 1 FROM pairing_codes WHERE expires_at < @now)`).pluck();
   }

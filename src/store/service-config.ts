@@ -1,6 +1,8 @@
 /** The `service_config` table: the service's identity and the settings an operator stored. */
+import BetterSqlite3 from 'better-sqlite3';
+import { join } from 'node:path';
 import { newId } from '../ids.js';
-import type { Sqlite } from './db.js';
+import { DATABASE_FILE, type Sqlite } from './db.js';
 
 const SERVICE_ID_KEY = 'service.id';
 
@@ -42,5 +44,23 @@ export class ServiceConfigTable {
   ensureServiceId(): string {
     this.insertIfMissingStatement.run(SERVICE_ID_KEY, newId('svc'));
     return this.get(SERVICE_ID_KEY)!;
+  }
+}
+
+/**
+ * The service id of a data directory's database, read without writing anything (the CLI uses it
+ * to check that what listens at a recorded address is this data directory's service); null when
+ * there is no database or no id yet.
+ */
+export function readServiceId(dataDir: string): string | null {
+  let db: Sqlite | null = null;
+  try {
+    db = new BetterSqlite3(join(dataDir, DATABASE_FILE), { readonly: true, fileMustExist: true, timeout: 2000 });
+    const row = db.prepare<[string], { value: string }>('SELECT value FROM service_config WHERE key = ?').get(SERVICE_ID_KEY);
+    return row?.value ?? null;
+  } catch {
+    return null;
+  } finally {
+    db?.close();
   }
 }

@@ -1,14 +1,15 @@
-/** The `tasks` table. Status changes are made only by the lifecycle functions (task-lifecycle.ts). */
-import type { TaskErrorCode } from '../api/errors.js';
-import type { RestartPolicy, TaskStatus } from '../tasks/states.js';
-import type { FinishReason, ResponseHeader, Task } from '../tasks/types.js';
+/** The `tasks` table. Status changes are made only through the lifecycle (task-lifecycle.ts). */
+import type { TaskErrorCode } from '../domain/errors.js';
+import type { ResponseHeader } from '../domain/responses.js';
+import { UNFINISHED_STATUSES, type FinishReason, type RestartPolicy, type Task, type TaskKind, type TaskStatus } from '../domain/tasks.js';
 import type { Sqlite } from './db.js';
+import { changedAtRecoverySql, oneOf, unchangedAtRecoverySql } from './sql.js';
 import { RESPONSE_HEADER_COLUMNS, toResponseHeader, type DbResponseHeader } from './responses.js';
 
 export interface DbTask {
   seq: number;
   id: string;
-  kind: 'response';
+  kind: TaskKind;
   response_id: string;
   client_id: string;
   model: string;
@@ -122,22 +123,20 @@ export class TaskTable {
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
       SELECT * FROM tasks WHERE status = ? AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
-    // LMSP 7.5: a queued task under retry or resume stays as it is; every other unfinished task
-    // changes at recovery, and its events carry the response's header, read here with it. A
-    // window of positions at a time, in creation order whatever the status: one transaction then
-    // writes the events of neighbouring tasks (neighbouring pages), and the merge of the four
-    // ranges of tasks_unfinished stays small.
+    // The tasks recovery changes (the rule is the domain's RECOVERY table), each with its
+    // response's header, which its events carry. A window of positions at a time, in creation
+    // order whatever the status: one transaction then writes the events of neighbouring tasks
+    // (neighbouring pages), and the merge of the ranges of tasks_unfinished stays small.
     this.toRecoverStatement = db.prepare<[number, number], { tasks: DbTask; responses: DbResponseHeader }>(`
       SELECT t.*, ${RESPONSE_HEADER_COLUMNS.map((column) => `r.${column}`).join(', ')}
       FROM tasks t JOIN responses r ON r.id = t.response_id
-      WHERE (t.status = 'loading' OR t.status = 'running' OR t.status = 'cancelling' OR (t.status = 'queued' AND t.on_restart = 'fail'))
-        AND t.seq > ? AND t.seq <= ?
+      WHERE ${changedAtRecoverySql('t.')} AND t.seq > ? AND t.seq <= ?
       ORDER BY t.seq`).expand();
     this.maxSeqStatement = db.prepare<[], number | null>('SELECT max(seq) FROM tasks').pluck();
     this.countUnchangedAtRecoveryStatement = db.prepare<[], number>(
-      "SELECT count(*) FROM tasks WHERE status = 'queued' AND on_restart <> 'fail'").pluck();
+      `SELECT count(*) FROM tasks WHERE ${unchangedAtRecoverySql()}`).pluck();
     this.unfinishedForModelStatement = db.prepare<[string], { n: number }>(`
-      SELECT count(*) AS n FROM tasks WHERE model = ? AND status IN ('queued', 'loading', 'running', 'cancelling')`);
+      SELECT count(*) AS n FROM tasks WHERE model = ? AND ${oneOf('status', UNFINISHED_STATUSES)}`);
     this.deleteStatement = db.prepare('DELETE FROM tasks WHERE id = ?');
     this.countByStatusStatement = db.prepare<[], { status: TaskStatus; n: number }>('SELECT status, count(*) AS n FROM tasks GROUP BY status');
   }

@@ -2,8 +2,8 @@
  * Tells live followers that a task changed, right after the commit that changed it. Followers
  * then read the new events from the log, so what they send is always what is on disk.
  */
-import type { TaskNotifier } from '../store/task-lifecycle.js';
-import type { Task } from './types.js';
+import type { Task } from '../domain/tasks.js';
+import type { TaskNotifier } from '../store/index.js';
 
 type Listener = (task: Task) => void;
 

@@ -2,8 +2,9 @@
  * Replays a task's log from a sequence number and follows it live until its terminal event
  * (LMSP 6 and 7.3): the source of every stream the service sends.
  */
+import { TERMINAL_EVENTS } from '../api/events.js';
+import type { LoggedEvent } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
-import { TERMINAL_EVENTS, type DbTaskEvent } from '../store/events.js';
 import type { TaskEventBus } from './event-bus.js';
 
 const PAGE = 500;
@@ -15,7 +16,7 @@ export type FollowEnd = 'terminal' | 'aborted' | 'gone';
  * between, until the terminal event has been delivered, the signal aborts, or the task is gone.
  */
 export async function followTask(store: Store, bus: TaskEventBus, taskId: string, afterSequence: number,
-  signal: AbortSignal, deliver: (events: DbTaskEvent[]) => Promise<void> | void): Promise<FollowEnd> {
+  signal: AbortSignal, deliver: (events: LoggedEvent[]) => Promise<void> | void): Promise<FollowEnd> {
   let wake: (() => void) | null = null;
   let changed = false;
   const unsubscribe = bus.subscribe(taskId, () => {
@@ -32,7 +33,7 @@ export async function followTask(store: Store, bus: TaskEventBus, taskId: string
       const events = store.events.after(taskId, last, PAGE);
       if (events.length > 0) {
         await deliver(events);
-        last = events.at(-1)!.sequence_number;
+        last = events.at(-1)!.sequenceNumber;
         if (events.some((event) => TERMINAL_EVENTS.has(event.type))) return 'terminal';
         continue;
       }

@@ -3,19 +3,20 @@
  * running or cancelling gets its restart policy's outcome, each with its events in one
  * transaction (up to two thousand tasks share one).
  */
+import type { RecoveryOutcome } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
-import type { RecoveryOutcome } from '../store/task-lifecycle.js';
+import type { TaskMachine } from './task-machine.js';
 
 /** Positions per transaction: at most this many tasks change in one. */
 const WINDOW = 2000;
 
 export type RecoveryReport = Record<RecoveryOutcome, number> & { idempotencyKeysReleased: number; deletedEphemeral: number };
 
-export function recoverUnfinishedTasks(store: Store, maxRestarts: number): RecoveryReport {
+export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRestarts: number): RecoveryReport {
   const report: RecoveryReport = { unchanged: 0, failed: 0, cancelled: 0, requeued: 0, resumed: 0, idempotencyKeysReleased: 0, deletedEphemeral: 0 };
   // Requests that were still being answered died with the process: their keys are released.
   report.idempotencyKeysReleased = store.db.transaction(() => store.idempotency.releaseInFlight());
-  // A queued task under retry or resume stays as it is (LMSP 7.5): no read, no write.
+  // Tasks that stay as they are (LMSP 7.5) are only counted: no read, no write.
   report.unchanged = store.tasks.countUnchangedAtRecovery();
   // In creation order, a window of positions per transaction: neighbouring tasks have their
   // events on neighbouring pages. A resumed task stays running; no later window comes back to it.
@@ -23,7 +24,7 @@ export function recoverUnfinishedTasks(store: Store, maxRestarts: number): Recov
   for (let after = 0; after < last; after += WINDOW) {
     store.db.transaction((context) => {
       for (const { task, header } of store.tasks.toRecover(after, after + WINDOW)) {
-        const outcome = store.lifecycle.recover(context, task, maxRestarts, header);
+        const outcome = machine.recover(context, task, maxRestarts, header);
         report[outcome] += 1;
         // `store: false` responses that have now finished are not kept (LMSP section 6).
         if ((outcome === 'failed' || outcome === 'cancelled') && !header.store) {

@@ -5,13 +5,13 @@
  * make the resume snapshot) and records how it ended. A cancel accepted by the store reaches the
  * worker through the event bus and stops the generation.
  */
-import { ServiceError } from '../api/errors.js';
+import { ServiceError } from '../domain/errors.js';
 import { EngineError, GenerationCancelled, type Engine, type EngineLease, type OutputUnit } from '../engine/engine.js';
-import type { ModelRegistry } from '../models/registry.js';
 import type { Store } from '../store/index.js';
-import { promptMessages } from './create-response.js';
-import type { TaskEventBus } from './event-bus.js';
-import type { Task } from './types.js';
+import { promptMessages } from '../domain/responses.js';
+import type { Task } from '../domain/tasks.js';
+import type { TaskCore } from './core.js';
+import type { TaskMachine } from './task-machine.js';
 
 export interface SchedulerLog {
   info(message: string, fields?: object): void;
@@ -44,7 +44,8 @@ class OutputWriter {
   private writeNow: (() => void) | null = null;
   failure: unknown = null;
 
-  constructor(private readonly store: Store, private readonly taskId: string, private readonly onRejected: () => void) {}
+  constructor(private readonly store: Store, private readonly machine: TaskMachine, private readonly taskId: string,
+    private readonly onRejected: () => void) {}
 
   push(units: OutputUnit[]): void {
     // After a failed write, nothing more is recorded for this generation: the failed batch is
@@ -71,7 +72,7 @@ class OutputWriter {
         this.units = [];
         this.pending = null;
         this.lastWriteAt = performance.now();
-        return this.store.lifecycle.appendOutput(context, this.taskId, batch);
+        return this.machine.appendOutput(context, this.taskId, batch);
       });
     }).then((accepted) => {
       if (!accepted) this.onRejected();
@@ -104,18 +105,20 @@ export class Scheduler {
   private backoffMs = 0;
   private resumeTimer: NodeJS.Timeout | null = null;
 
-  constructor(
-    private readonly store: Store,
-    private readonly engine: Engine,
-    private readonly registry: ModelRegistry,
-    private readonly bus: TaskEventBus,
-    private readonly options: { parallel: number; log: SchedulerLog },
-  ) {}
+  private readonly store: Store;
+  private readonly machine: TaskMachine;
+  private readonly engine: Engine;
+
+  constructor(private readonly core: TaskCore, private readonly options: { parallel: number; log: SchedulerLog }) {
+    this.store = core.store;
+    this.machine = core.machine;
+    this.engine = core.engine;
+  }
 
   start(): void {
     this.engine.onCapacity(() => this.pump());
     // A cancel accepted anywhere (HTTP, a disconnecting client) reaches the worker here.
-    this.bus.onAnyTask((task) => {
+    this.core.bus.onAnyTask((task) => {
       if (task.status === 'cancelling') this.claims.get(task.id)?.abort.abort();
       else if (task.status === 'queued') this.pump();
     });
@@ -133,7 +136,7 @@ export class Scheduler {
     while (this.claims.size < this.options.parallel) {
       const task = this.store.tasks.nextRunnable(this.claims.keys());
       if (!task) return;
-      const model = this.registry.get(task.model);
+      const model = this.core.registry.get(task.model);
       const lease = model ? this.engine.acquire({ id: model.id, path: model.path, digest: model.digest }) : null;
       if (model && !lease) return; // no capacity for this model yet: FIFO, so wait
       const abort = new AbortController();
@@ -152,29 +155,28 @@ export class Scheduler {
   }
 
   private async run(task: Task, lease: EngineLease | null, abort: AbortController): Promise<void> {
-    const { store } = this;
-    const lifecycle = store.lifecycle;
+    const { store, machine } = this;
     let output: OutputWriter | null = null;
     try {
       const resumed = task.status === 'running';
       if (!resumed) {
         if (!lease || lease.needsLoad) {
-          if (!(await this.write<Task | null>((c) => lifecycle.startLoading(c, task.id)))) return;
+          if (!(await this.write<Task | null>((c) => machine.startLoading(c, task.id)))) return;
         }
       }
       if (!lease) throw new EngineError('model_not_found', `the model '${task.model}' is no longer registered`);
       if (lease.needsLoad) {
-        await this.registry.checkBeforeLoad(task.model);
+        await this.core.registry.checkBeforeLoad(task.model);
         await lease.load(abort.signal);
       }
-      if (!resumed && !(await this.write<Task | null>((c) => lifecycle.startRunning(c, task.id)))) return;
+      if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return;
 
       const current = store.tasks.get(task.id);
       const response = store.responses.get(task.responseId);
       if (!current || !response) return;
       const resumeTokens = resumed ? store.events.snapshotTokens(task.id, current.outputStartSeq) : [];
       if (resumed) this.options.log.info('resuming task', { task: task.id, tokens: resumeTokens.length });
-      output = new OutputWriter(store, task.id, () => abort.abort());
+      output = new OutputWriter(store, machine, task.id, () => abort.abort());
       const writer = output;
       const finishReason = await lease.generate(
         {
@@ -185,7 +187,7 @@ export class Scheduler {
         },
         {
           onPrompt: (inputTokens) => {
-            this.store.db.write(() => lifecycle.setInputTokens(task.id, inputTokens)).catch(() => undefined);
+            this.store.db.write((c) => machine.setInputTokens(c, task.id, inputTokens)).catch(() => undefined);
           },
           onOutput: (units) => writer.push(units),
         },
@@ -193,7 +195,7 @@ export class Scheduler {
       );
       await writer.flush();
       if (writer.failure) throw writer.failure;
-      await this.write((c) => lifecycle.complete(c, task.id, finishReason));
+      await this.write((c) => machine.complete(c, task.id, finishReason));
       this.backoffMs = 0;
     } catch (error) {
       await output?.flush().catch(() => undefined);
@@ -202,7 +204,7 @@ export class Scheduler {
   }
 
   private async recordFailure(task: Task, error: unknown, storageFailure: unknown): Promise<void> {
-    const lifecycle = this.store.lifecycle;
+    const { machine } = this;
     const storageError = storageFailure ?? (error instanceof ServiceError && error.code === 'storage_unavailable' ? error : null);
     if (storageError || this.stopped) {
       // Nothing more can be recorded now: the task stays as it is on disk (a running task is
@@ -220,13 +222,13 @@ export class Scheduler {
     }
     try {
       if (error instanceof GenerationCancelled) {
-        await this.write((c) => lifecycle.finishCancel(c, task.id));
+        await this.write((c) => machine.finishCancel(c, task.id));
       } else if (error instanceof EngineError) {
         this.options.log.warn('task failed', { task: task.id, code: error.code, error: error.message });
-        await this.write((c) => lifecycle.fail(c, task.id, error.code, error.message));
+        await this.write((c) => machine.fail(c, task.id, error.code, error.message));
       } else {
         this.options.log.error('task failed unexpectedly', { task: task.id, error: String((error as Error)?.stack ?? error) });
-        await this.write((c) => lifecycle.fail(c, task.id, 'engine_error', (error as Error)?.message ?? String(error)));
+        await this.write((c) => machine.fail(c, task.id, 'engine_error', (error as Error)?.message ?? String(error)));
       }
     } catch (writeError) {
       this.options.log.error('cannot record task outcome', { task: task.id, error: String(writeError) });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { routeTable } from '../../src/http/app.js';
-import { SCOPES } from '../../src/auth/types.js';
+import { SCOPES } from '../../src/domain/clients.js';
 import { buildTestApp } from '../helpers/app.js';
 import { withDataDir } from '../helpers/data-dir.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, test } from 'node:test';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../src/api/types.js';
-import type { RestartPolicy } from '../../src/tasks/states.js';
+import type { RestartPolicy } from '../../src/domain/tasks.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 
 const POLICIES: RestartPolicy[] = ['fail', 'retry', 'resume'];

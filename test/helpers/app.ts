@@ -7,6 +7,7 @@ import { RunnerPool } from '../../src/engine/runner-pool.js';
 import { buildApp } from '../../src/http/app.js';
 import { ModelRegistry } from '../../src/models/registry.js';
 import { Store } from '../../src/store/index.js';
+import { newTaskMachine } from '../../src/tasks/core.js';
 import { TaskEventBus } from '../../src/tasks/event-bus.js';
 import { Scheduler } from '../../src/tasks/scheduler.js';
 import { readFileSync } from 'node:fs';
@@ -21,9 +22,10 @@ export async function buildTestApp(dataDir: string): Promise<{ app: FastifyInsta
   ensureOperatorToken(store, dataDir);
   const engine = new RunnerPool({ slots: 1, maxLoadedModels: 1, keepAliveMs: 1000, settings: { gpu: 'cpu', threads: 1, stateDir: join(dataDir, 'state'), tokenDelayMs: 0 }, debug: config.debug });
   const silentLog = { info: () => {}, warn: () => {}, error: () => {} };
-  const scheduler = new Scheduler(store, engine, registry, bus, { parallel: 1, log: silentLog });
+  const core = { store, machine: newTaskMachine(store), registry, engine, bus };
+  const scheduler = new Scheduler(core, { parallel: 1, log: silentLog });
   const app = await buildApp({
-    config, serviceId: store.db.transaction(() => store.config.ensureServiceId()), store, registry, engine, scheduler, bus,
+    config, serviceId: store.db.transaction(() => store.config.ensureServiceId()), core, scheduler,
     pairingLimiter: new FailureRateLimiter(), logger: false, heartbeatMs: 15_000,
   });
   await app.ready();

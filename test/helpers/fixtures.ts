@@ -1,8 +1,12 @@
-/** Records for store-level tests, built the way the service builds them. */
+/** Records for store-level tests, built and written the way the service builds and writes them. */
+import type { StoredResponse } from '../../src/domain/responses.js';
+import type { RestartPolicy, Task } from '../../src/domain/tasks.js';
 import { newId } from '../../src/ids.js';
-import type { RestartPolicy } from '../../src/tasks/states.js';
-import { newTask } from '../../src/tasks/create-response.js';
-import type { StoredResponse, Task } from '../../src/tasks/types.js';
+import type { Store, WriteContext } from '../../src/store/index.js';
+import { newTaskMachine } from '../../src/tasks/core.js';
+import { newTask } from '../../src/tasks/prepare-response.js';
+import { insertResponse } from '../../src/tasks/responses.js';
+import type { TaskMachine } from '../../src/tasks/task-machine.js';
 import { nowSeconds } from '../../src/time.js';
 
 export function makeResponseAndTask(options: { clientId?: string; model?: string; onRestart?: RestartPolicy; store?: boolean; createdAt?: number } = {}): { response: StoredResponse; task: Task } {
@@ -29,4 +33,21 @@ export function makeResponseAndTask(options: { clientId?: string; model?: string
   };
   const task = newTask(response, options.onRestart ?? 'resume');
   return { response, task };
+}
+
+const machines = new WeakMap<Store, TaskMachine>();
+
+/** The task state machine over `store` (one per store). */
+export function machineOf(store: Store): TaskMachine {
+  let machine = machines.get(store);
+  if (!machine) {
+    machine = newTaskMachine(store);
+    machines.set(store, machine);
+  }
+  return machine;
+}
+
+/** Writes a response and its task as a create does, in the caller's transaction. */
+export function insertResponseTask(store: Store, context: WriteContext, response: StoredResponse, task: Task): Task {
+  return insertResponse({ store, machine: machineOf(store) }, context, response, task);
 }

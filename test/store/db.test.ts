@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { Database, DatabaseOpenError, EXIT_DATABASE_NOT_USABLE, EXIT_DATABASE_TOO_NEW, loadMigrations } from '../../src/store/db.js';
-import { ServiceError } from '../../src/api/errors.js';
+import { ServiceError } from '../../src/domain/errors.js';
 import { withDataDir } from '../helpers/data-dir.js';
 
 describe('database (LMSP 11.1, project decisions)', () => {

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { Store } from '../../src/store/index.js';
 import { nowSeconds } from '../../src/time.js';
 import { withDataDir } from '../helpers/data-dir.js';
-import { makeResponseAndTask } from '../helpers/fixtures.js';
+import { insertResponseTask, machineOf, makeResponseAndTask } from '../helpers/fixtures.js';
 
 describe('retention probe (what decides whether a sweep starts at all)', () => {
   test('anythingExpired sees old finished tasks, finished store:false ones, expired keys and codes; never unfinished ones', () => withDataDir((dir) => {
@@ -13,20 +13,20 @@ describe('retention probe (what decides whether a sweep starts at all)', () => {
     assert.equal(store.retention.anythingExpired(cutoff, now), false, 'an empty database has nothing to sweep');
 
     const old = makeResponseAndTask({ createdAt: now - 7200 });
-    const unfinished = store.db.transaction((tx) => store.lifecycle.create(tx, old.response, old.task));
+    const unfinished = store.db.transaction((tx) => insertResponseTask(store, tx, old.response, old.task));
     store.db.sqlite.prepare('UPDATE tasks SET created_at = ? WHERE id = ?').run(now - 7200, unfinished.id);
     assert.equal(store.retention.anythingExpired(cutoff, now), false, 'an old unfinished task is never expired');
 
-    store.db.transaction((tx) => store.lifecycle.cancel(tx, unfinished.id));
+    store.db.transaction((tx) => machineOf(store).cancel(tx, unfinished.id));
     store.db.sqlite.prepare('UPDATE tasks SET finished_at = ? WHERE id = ?').run(now - 7200, unfinished.id);
     assert.equal(store.retention.anythingExpired(cutoff, now), true, 'an old finished task is expired');
     assert.equal(store.retention.anythingExpired(null, now), false, 'nothing expires under retention forever');
     assert.equal(store.retention.anythingExpired(now - 3 * 7200, now), false, 'a finished task younger than the cutoff stays');
 
     const ephemeral = makeResponseAndTask({ store: false });
-    const task = store.db.transaction((tx) => store.lifecycle.create(tx, ephemeral.response, ephemeral.task));
+    const task = store.db.transaction((tx) => insertResponseTask(store, tx, ephemeral.response, ephemeral.task));
     assert.equal(store.retention.anythingExpired(null, now), false, 'an unfinished store:false task stays');
-    store.db.transaction((tx) => store.lifecycle.cancel(tx, task.id));
+    store.db.transaction((tx) => machineOf(store).cancel(tx, task.id));
     assert.equal(store.retention.anythingExpired(null, now), true, 'a finished store:false task goes');
     store.db.sqlite.prepare('DELETE FROM tasks WHERE id = ?').run(task.id);
 
@@ -43,7 +43,7 @@ describe('retention probe (what decides whether a sweep starts at all)', () => {
     const store = Store.open(dir);
     const before = store.db.totalChanges();
     const { response, task } = makeResponseAndTask();
-    store.db.transaction((tx) => store.lifecycle.create(tx, response, task));
+    store.db.transaction((tx) => insertResponseTask(store, tx, response, task));
     assert.ok(store.db.totalChanges() > before);
     const after = store.db.totalChanges();
     assert.equal(store.db.totalChanges(), after, 'reading changes nothing');

@@ -1,7 +1,7 @@
 /** `lmsp config`: settings stored in the database (precedence: flag > LMSP_* > stored > default). */
 import type { Command } from 'commander';
-import { describeConfig, findOption, OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
-import { action, CliError, EXIT_USAGE, openStore, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
+import { describeConfig, findOption, OPTIONS, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
+import { action, CliError, EXIT_USAGE, loadConfig, openStore, printJson, storedSettings, table, withCommonOptions, type CommonOptions } from '../context.js';
 
 function optionNamed(name: string): OptionDefinition {
   const option = findOption(name);
@@ -15,9 +15,9 @@ export function registerConfig(program: Command): void {
   withCommonOptions(config.command('ls').description('effective settings and where each comes from'))
     .action(action((options: CommonOptions) => {
       const store = openStore(options);
-      const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
+      const stored = storedSettings(store);
+      const effective = describeConfig(loadConfig(options, store));
       store.db.sqlite.close();
-      const effective = describeConfig(resolveConfig({ dataDirFlag: options.dataDir, stored }));
       const rows = OPTIONS.map((option) => {
         const name = option.flag.slice(2);
         const source = process.env[option.env] ? option.env : stored[option.key] !== undefined ? 'stored' : 'default';

@@ -62,7 +62,7 @@ export function registerDoctor(program: Command): void {
       } else {
         add('operator token', 'warn', 'not created yet (the service creates it at start)');
       }
-      const info = runningService(options);
+      const info = await runningService(options);
       if (!info) {
         add('service', 'warn', 'not running');
       } else {

@@ -1,8 +1,7 @@
 /** `lmsp gc`: run the retention sweeper by hand (LMSP section 10). */
 import type { Command } from 'commander';
-import { resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
 import { retentionCutoff, Sweeper } from '../../tasks/sweeper.js';
-import { action, openStore, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, loadConfig, openStore, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function registerGc(program: Command): void {
   withCommonOptions(program.command('gc')
@@ -11,8 +10,7 @@ export function registerGc(program: Command): void {
     .option('--dry-run', 'count what would be deleted, delete nothing'))
     .action(action(async (options: CommonOptions & { retention?: string; dryRun?: boolean }) => {
       const store = openStore(options);
-      const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
-      const config = resolveConfig({ flags: options.retention ? { retentionMs: options.retention } : {}, dataDirFlag: options.dataDir, stored });
+      const config = loadConfig(options, store, options.retention ? { retentionMs: options.retention } : {});
       if (options.dryRun) {
         const counts = store.retention.countExpired(retentionCutoff(config.retentionMs));
         await store.close();

@@ -1,14 +1,19 @@
-/** `lmsp models add|ls|rm|verify`: the model registry (LMSP section 5). */
-import { resolve } from 'node:path';
-import { statSync } from 'node:fs';
+/**
+ * `lmsp models add|ls|rm|verify`: the model registry (LMSP section 5). With the service running,
+ * each goes through its API; with it stopped, through the same use cases on the data directory.
+ * `add` of a file outside the models directory, which the API refuses to any client, is
+ * registered directly by the same use case even while the service runs: the operator may name
+ * any file of this machine.
+ */
+import { isAbsolute, relative, resolve } from 'node:path';
+import { realpathSync, statSync } from 'node:fs';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { ModelObject } from '../../api/types.js';
-import { resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
-import { ModelRegistry, toModelObject } from '../../models/registry.js';
 import type { HashProgress } from '../../models/hashing.js';
+import { listModels, registerModel, removeModel, verifyModel, type ModelOutcome } from '../../tasks/models.js';
 import {
-  action, openStore, operatorClient, printJson, runningService, table, withCommonOptions, type CommonOptions,
+  action, openOffline, printJson, serviceClient, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
 
 /** A progress bar on stderr while a file is hashed (none when not a terminal or with --json). */
@@ -27,13 +32,6 @@ function hashingProgress(label: string, total: number, quiet: boolean): { onProg
   };
 }
 
-function registryFor(options: CommonOptions): { registry: ModelRegistry; close: () => Promise<void> } {
-  const store = openStore(options);
-  const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
-  const config = resolveConfig({ dataDirFlag: options.dataDir, stored });
-  return { registry: new ModelRegistry(store, config.modelsDir), close: () => store.close() };
-}
-
 function printModels(models: ModelObject[], json: boolean | undefined): void {
   if (json) return printJson({ object: 'list', data: models });
   const rows = models.map((model) => ({
@@ -49,51 +47,72 @@ function printModels(models: ModelObject[], json: boolean | undefined): void {
   process.stdout.write(`${table(rows, ['id', 'status', 'loaded', 'size', 'arch', 'context', 'quant', 'digest'])}\n`);
 }
 
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0; // the use case reports the missing file
+  }
+}
+
+function isInside(folder: string, path: string): boolean {
+  try {
+    const inside = relative(realpathSync(folder), realpathSync(path));
+    return inside !== '' && !inside.startsWith('..') && !isAbsolute(inside);
+  } catch {
+    return false;
+  }
+}
+
+function modelOf(outcome: ModelOutcome): ModelObject {
+  return 'replay' in outcome ? outcome.replay.body as ModelObject : outcome.model;
+}
+
 export function registerModels(program: Command): void {
   const models = program.command('models').description('the model registry');
 
   withCommonOptions(models.command('add <path>').description('register a GGUF file (hashes it; the file stays where it is)')
     .option('--id <id>', 'model id (default: from the file name)'))
     .action(action(async (path: string, options: CommonOptions & { id?: string }) => {
-      const { registry, close } = registryFor(options);
       const absolute = resolve(path);
-      let size = 0;
+      const client = await serviceClient(options);
+      const local = openOffline(options);
+      const progress = hashingProgress('hashing', fileSize(absolute), options.json === true);
+      let model: ModelObject;
       try {
-        size = statSync(absolute).size;
-      } catch {
-        // register() reports the missing file
-      }
-      const progress = hashingProgress('hashing', size, options.json === true);
-      try {
-        const model = await registry.register({ path: absolute, id: options.id }, { restrictToModelsDir: false, onProgress: progress.onProgress });
-        progress.stop();
-        const object = toModelObject(model, false, true);
-        if (options.json) printJson(object);
-        else process.stdout.write(`registered ${model.id}: ${model.digest} (${model.architecture}, ${model.quantization}, context ${model.contextLength})\n`);
+        model = client && isInside(local.config.modelsDir, absolute)
+          ? await client.registerModel(absolute, options.id)
+          : modelOf(await registerModel(local, { path: absolute, id: options.id }, { restrictToModelsDir: false, onProgress: progress.onProgress }, null));
       } finally {
         progress.stop();
-        await close();
+        await local.close();
       }
+      if (options.json) printJson(model);
+      else process.stdout.write(`registered ${model.id}: ${model.digest} (${model.architecture}, ${model.quantization}, context ${model.context_length})\n`);
     }));
 
   withCommonOptions(models.command('ls').description('list registered models'))
     .action(action(async (options: CommonOptions) => {
-      if (runningService(options)) return printModels(await operatorClient(options).listModels(), options.json);
-      const { registry, close } = registryFor(options);
-      const list = registry.list().map((model) => toModelObject(model, false, true));
-      await close();
-      printModels(list, options.json);
+      const client = await serviceClient(options);
+      if (client) return printModels(await client.listModels(), options.json);
+      const offline = openOffline(options);
+      try {
+        printModels(listModels(offline, true), options.json);
+      } finally {
+        await offline.close();
+      }
     }));
 
   withCommonOptions(models.command('rm <id>').description('unregister a model (the file stays)'))
     .action(action(async (id: string, options: CommonOptions) => {
-      if (runningService(options)) await operatorClient(options).deleteModel(id);
+      const client = await serviceClient(options);
+      if (client) await client.deleteModel(id);
       else {
-        const { registry, close } = registryFor(options);
+        const offline = openOffline(options);
         try {
-          await registry.remove(id);
+          await removeModel(offline, id);
         } finally {
-          await close();
+          await offline.close();
         }
       }
       if (options.json) printJson({ id, object: 'model', deleted: true });
@@ -102,18 +121,20 @@ export function registerModels(program: Command): void {
 
   withCommonOptions(models.command('verify <id>').description('re-hash the file and compare it with its recorded digest'))
     .action(action(async (id: string, options: CommonOptions) => {
-      const { registry, close } = registryFor(options);
-      let model;
-      try {
-        const existing = registry.get(id);
-        const progress = hashingProgress('verifying', existing?.sizeBytes ?? 0, options.json === true);
-        model = await registry.verify(id, progress.onProgress);
-        progress.stop();
-      } finally {
-        await close();
+      const client = await serviceClient(options);
+      let model: ModelObject;
+      if (client) model = await client.verifyModel(id);
+      else {
+        const offline = openOffline(options);
+        const progress = hashingProgress('verifying', offline.registry.get(id)?.sizeBytes ?? 0, options.json === true);
+        try {
+          model = modelOf(await verifyModel(offline, id, null, progress.onProgress));
+        } finally {
+          progress.stop();
+          await offline.close();
+        }
       }
-      const object = toModelObject(model, false, true);
-      if (options.json) printJson(object);
+      if (options.json) printJson(model);
       else process.stdout.write(`${model.id}: ${model.status}${model.status === 'ready' ? ` (${model.digest})` : ''}\n`);
       if (model.status !== 'ready') process.exitCode = 1;
     }));

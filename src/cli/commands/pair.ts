@@ -1,9 +1,10 @@
 /** `lmsp pair`: make a pairing code, with the service running or not (LMSP section 4). */
 import type { Command } from 'commander';
-import { createPairingCode, DEFAULT_PAIRING_TTL_MS } from '../../auth/clients.js';
-import { DEFAULT_SCOPES, isScope, SCOPES, type Scope } from '../../auth/types.js';
+import type { PairingCodeObject } from '../../api/types.js';
+import { DEFAULT_SCOPES, isScope, SCOPES, type Scope } from '../../domain/clients.js';
+import { issuePairingCode } from '../../tasks/pairing.js';
 import { parseDuration } from '../../time.js';
-import { action, CliError, EXIT_USAGE, formatTime, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_USAGE, formatTime, openOffline, printJson, runningService, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function parseScopes(text: string | undefined): Scope[] | undefined {
   if (text === undefined) return undefined;
@@ -21,23 +22,36 @@ export function registerPair(program: Command): void {
     .option('--name <name>', 'name for the client that pairs with this code')
     .option('--scopes <list>', `comma-separated scopes (${SCOPES.join(', ')}); default ${DEFAULT_SCOPES.join(',')}`)
     .option('--ttl <duration>', 'how long the code stays valid', '10m'))
-    .action(action((options: CommonOptions & { name?: string; scopes?: string; ttl: string }) => {
+    .action(action(async (options: CommonOptions & { name?: string; scopes?: string; ttl: string }) => {
       const ttlMs = parseDuration(options.ttl);
       if (ttlMs === null || ttlMs < 1000) throw new CliError(`--ttl: expected a duration like 30s, 10m or 1h, got '${options.ttl}'`, EXIT_USAGE);
       const scopes = parseScopes(options.scopes);
-      // Works before the first start too: the database is created (and migrated) if need be.
-      const store = openStore(options, true);
-      const issued = store.db.transaction(() => createPairingCode(store, { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs: ttlMs ?? DEFAULT_PAIRING_TTL_MS }));
-      store.db.sqlite.close();
+      const request = { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs };
+      const client = await serviceClient(options);
+      let issued: PairingCodeObject;
+      if (client) {
+        issued = await client.createPairingCode({
+          ...(request.name ? { name: request.name } : {}), ...(scopes ? { scopes } : {}), ttl_seconds: Math.round(ttlMs / 1000),
+        });
+      } else {
+        // Works before the first start too: the database is created (and migrated) if need be.
+        const offline = openOffline(options, true);
+        try {
+          const outcome = await issuePairingCode(offline, request, null);
+          issued = 'code' in outcome ? outcome.code : outcome.replay.body as PairingCodeObject;
+        } finally {
+          await offline.close();
+        }
+      }
       if (options.json) {
-        printJson({ code: issued.code, expires_at: issued.expiresAt, scopes: issued.scopes });
+        printJson({ code: issued.code, expires_at: issued.expires_at, scopes: issued.scopes });
         return;
       }
-      const url = runningService(options)?.url ?? 'http://127.0.0.1:5677';
+      const url = (await runningService(options))?.url ?? 'http://127.0.0.1:5677';
       process.stdout.write([
         `Pairing code: ${issued.code}`,
         `Scopes:       ${issued.scopes.join(', ')}`,
-        `Expires:      ${formatTime(issued.expiresAt)} (single use)`,
+        `Expires:      ${formatTime(issued.expires_at)} (single use)`,
         '',
         'The client exchanges it for its token with:',
         `  curl -s ${url}/v1/pair -H 'content-type: application/json' -d '{"code": "${issued.code}", "client_name": "my-app"}'`,

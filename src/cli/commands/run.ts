@@ -1,7 +1,8 @@
 /** `lmsp run MODEL PROMPT`: generate and stream the text; Ctrl-C cancels the task. */
 import type { Command } from 'commander';
+import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../api/types.js';
-import { RESTART_POLICIES, type RestartPolicy } from '../../tasks/states.js';
+import { RESTART_POLICIES, type RestartPolicy } from '../../domain/tasks.js';
 import { action, CliError, EXIT_USAGE, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface RunOptions extends CommonOptions {
@@ -36,7 +37,7 @@ export function registerRun(program: Command): void {
       if (options.onRestart && !(RESTART_POLICIES as readonly string[]).includes(options.onRestart)) {
         throw new CliError(`--on-restart: expected one of ${RESTART_POLICIES.join(', ')}`, EXIT_USAGE);
       }
-      const client = operatorClient(options);
+      const client = await operatorClient(options);
       const body: CreateResponseBody = {
         model,
         input: promptWords.join(' '),
@@ -73,7 +74,7 @@ export function registerRun(program: Command): void {
           else if (event.type === 'response.output_text.delta') {
             if (!firstTokenAt) firstTokenAt = performance.now();
             if (!options.json) process.stdout.write(String(event.delta));
-          } else if (event.response && ['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled'].includes(event.type)) {
+          } else if (event.response && TERMINAL_EVENTS.has(event.type)) {
             final = event.response as ResponseObject;
           }
         }

@@ -1,11 +1,11 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
 import { mkdirSync } from 'node:fs';
 import type { Command } from 'commander';
-import { OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
+import { OPTIONS, type OptionDefinition } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
 import { lockDataDir } from '../../store/lock.js';
 import { TaskEventBus } from '../../tasks/event-bus.js';
-import { action, dataDirOf, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, dataDirOf, loadConfig, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 /** commander's property name for a flag: `--sweep-interval` -> `sweepInterval`. */
 function propertyOf(flag: string): string {
@@ -27,8 +27,7 @@ export function registerServe(program: Command): void {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const lock = lockDataDir(dataDir);
     const store = openServiceStore(dataDir, bus);
-    const stored = store.config.withPrefix(STORED_CONFIG_PREFIX) as Partial<Record<OptionDefinition['key'], string>>;
-    const config = resolveConfig({ flags, dataDirFlag: options.dataDir, env: process.env, stored });
+    const config = loadConfig(options, store, flags);
     const log = createLogger(config);
     let service;
     try {

@@ -1,10 +1,9 @@
 /** `lmsp tasks ls|show|events|cancel` (LMSP 7). */
 import type { Command } from 'commander';
+import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { sleep } from '../../time.js';
 import { action, formatTime, operatorClient, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
-
-const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled']);
 
 /** One line per event, for people. */
 export function describeEvent(event: TaskEvent): string {
@@ -38,14 +37,14 @@ export function registerTasks(program: Command): void {
     .option('--status <list>', 'comma-separated statuses, e.g. queued,running')
     .option('--limit <n>', 'how many', '20'))
     .action(action(async (options: CommonOptions & { status?: string; limit: string }) => {
-      const list = await operatorClient(options).listTasks({ status: options.status?.split(','), limit: Number(options.limit) });
+      const list = await (await operatorClient(options)).listTasks({ status: options.status?.split(','), limit: Number(options.limit) });
       if (options.json) return printJson({ object: 'list', ...list });
       process.stdout.write(`${table(taskRows(list.data), ['id', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
     }));
 
   withCommonOptions(tasks.command('show <id>').description('a task and its response'))
     .action(action(async (id: string, options: CommonOptions) => {
-      const client = operatorClient(options);
+      const client = await operatorClient(options);
       const task = await client.getTask(id);
       const response = await client.getResponse(task.response_id);
       if (options.json) return printJson({ task, response });
@@ -70,7 +69,7 @@ export function registerTasks(program: Command): void {
     .option('--after <n>', 'only events after this sequence number', '0')
     .option('--follow', 'keep following until the task finishes, reconnecting if the connection drops'))
     .action(action(async (id: string, options: CommonOptions & { after: string; follow?: boolean }) => {
-      const client = operatorClient(options);
+      const client = await operatorClient(options);
       const print = (event: TaskEvent) => process.stdout.write(options.json ? `${JSON.stringify(event)}\n` : `${describeEvent(event)}\n`);
       let last = Number(options.after);
       if (!options.follow) {
@@ -91,7 +90,7 @@ export function registerTasks(program: Command): void {
             print(event);
             last = event.sequence_number;
             failures = 0;
-            if (TERMINAL.has(event.type)) return;
+            if (TERMINAL_EVENTS.has(event.type)) return;
           }
           const task = await current.getTask(id);
           if (task.finished_at !== null && task.last_sequence_number <= last) return;
@@ -102,7 +101,7 @@ export function registerTasks(program: Command): void {
           process.stderr.write(`lmsp: connection lost (${(error as Error).message}); reconnecting after event ${last}\n`);
           await sleep(Math.min(2000, 100 * failures));
           try {
-            current = operatorClient(options);
+            current = await operatorClient(options);
           } catch {
             // not running yet: try again
           }
@@ -112,7 +111,7 @@ export function registerTasks(program: Command): void {
 
   withCommonOptions(tasks.command('cancel <id>').description('cancel a task'))
     .action(action(async (id: string, options: CommonOptions) => {
-      const answer = await operatorClient(options).cancelTask(id);
+      const answer = await (await operatorClient(options)).cancelTask(id);
       if (options.json) return printJson(answer.body);
       process.stdout.write(`${answer.body.id}: ${answer.body.status}${answer.status === 202 ? ' (the worker is stopping)' : ''}\n`);
     }));

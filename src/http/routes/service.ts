@@ -2,13 +2,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServiceObject } from '../../api/types.js';
 import { SOFTWARE_VERSION } from '../../paths.js';
-import type { AppServices } from '../services.js';
+import type { AppContext } from '../context.js';
 
-export function registerServiceRoutes(app: FastifyInstance, services: AppServices): void {
+export function registerServiceRoutes(app: FastifyInstance, context: AppContext): void {
   app.get('/v1/service', { config: { access: 'public' } }, async (): Promise<ServiceObject> => ({
     object: 'service',
-    id: services.serviceId,
-    name: services.config.name,
+    id: context.serviceId,
+    name: context.config.name,
     protocol: 'lmsp',
     protocol_version: '1.0',
     software: { name: 'lmsp', version: SOFTWARE_VERSION },

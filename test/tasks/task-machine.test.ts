@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Store } from '../../src/store/index.js';
-import { RECOVERY, RESTART_POLICIES, UNFINISHED_STATUSES, type RestartPolicy, type UnfinishedStatus } from '../../src/tasks/states.js';
-import type { Task } from '../../src/tasks/types.js';
+import {
+  RECOVERY, RESTART_POLICIES, statusAfterRecovery, UNFINISHED_STATUSES, type RestartPolicy, type Task, type UnfinishedStatus,
+} from '../../src/domain/tasks.js';
 import { withDataDir } from '../helpers/data-dir.js';
-import { makeResponseAndTask } from '../helpers/fixtures.js';
+import { insertResponseTask, machineOf, makeResponseAndTask } from '../helpers/fixtures.js';
 
 function eventTypes(store: Store, taskId: string): string[] {
   return store.events.after(taskId, 0, 10_000).map((event) => event.type);
@@ -12,13 +13,13 @@ function eventTypes(store: Store, taskId: string): string[] {
 
 function assertGapless(store: Store, taskId: string): void {
   const events = store.events.after(taskId, 0, 100_000);
-  events.forEach((event, index) => assert.equal(event.sequence_number, index + 1, `gap or duplicate at ${index + 1}`));
+  events.forEach((event, index) => assert.equal(event.sequenceNumber, index + 1, `gap or duplicate at ${index + 1}`));
   assert.equal(store.tasks.get(taskId)!.lastSequenceNumber, events.length, 'last_sequence_number equals the newest event');
 }
 
 function created(store: Store, options: Parameters<typeof makeResponseAndTask>[0] = {}): Task {
   const { response, task } = makeResponseAndTask(options);
-  return store.db.transaction((tx) => store.lifecycle.create(tx, response, task));
+  return store.db.transaction((tx) => insertResponseTask(store, tx, response, task));
 }
 
 /** Puts a task in `status` through the normal transitions. */
@@ -26,20 +27,20 @@ function taskIn(store: Store, status: UnfinishedStatus | 'completed', policy: Re
   const task = created(store, { onRestart: policy });
   const tx = (work: Parameters<Store['db']['transaction']>[0]) => store.db.transaction(work);
   if (status === 'queued') return store.tasks.get(task.id)!;
-  tx((c) => store.lifecycle.startLoading(c, task.id));
+  tx((c) => machineOf(store).startLoading(c, task.id));
   if (status === 'loading') return store.tasks.get(task.id)!;
-  tx((c) => store.lifecycle.startRunning(c, task.id));
-  tx((c) => store.lifecycle.appendOutput(c, task.id, [{ text: 'ab', tokens: [10, 11] }, { text: 'c', tokens: [12] }]));
+  tx((c) => machineOf(store).startRunning(c, task.id));
+  tx((c) => machineOf(store).appendOutput(c, task.id, [{ text: 'ab', tokens: [10, 11] }, { text: 'c', tokens: [12] }]));
   if (status === 'running') return store.tasks.get(task.id)!;
   if (status === 'completed') {
-    tx((c) => store.lifecycle.complete(c, task.id, 'max_output_tokens'));
+    tx((c) => machineOf(store).complete(c, task.id, 'max_output_tokens'));
     return store.tasks.get(task.id)!;
   }
-  tx((c) => store.lifecycle.cancel(c, task.id));
+  tx((c) => machineOf(store).cancel(c, task.id));
   return store.tasks.get(task.id)!;
 }
 
-describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
+describe('task state machine and its log (LMSP 7, 11.2)', () => {
   test('create writes the task and response.created as event 1, in one transaction', () => withDataDir((dir) => {
     const store = Store.open(dir);
     const task = created(store);
@@ -71,7 +72,7 @@ describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
     const store = Store.open(dir);
     const task = created(store);
     await assert.rejects(store.db.write((c) => {
-      store.lifecycle.startLoading(c, task.id);
+      machineOf(store).startLoading(c, task.id);
       throw new Error('crash in the middle');
     }));
     assert.equal(store.tasks.get(task.id)!.status, 'queued');
@@ -83,23 +84,23 @@ describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
     const store = Store.open(dir);
     const tx = <T>(work: Parameters<Store['db']['transaction']>[0]) => store.db.transaction(work) as T;
     const queued = created(store);
-    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, queued.id)).kind, 'cancelled');
-    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, queued.id)).kind, 'already_cancelled');
+    assert.equal(tx<{ kind: string }>((c) => machineOf(store).cancel(c, queued.id)).kind, 'cancelled');
+    assert.equal(tx<{ kind: string }>((c) => machineOf(store).cancel(c, queued.id)).kind, 'already_cancelled');
     assert.deepEqual(eventTypes(store, queued.id), ['response.created', 'response.cancelled']);
 
     const running = taskIn(store, 'running');
-    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, running.id)).kind, 'cancelling');
-    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, running.id)).kind, 'already_cancelling');
+    assert.equal(tx<{ kind: string }>((c) => machineOf(store).cancel(c, running.id)).kind, 'cancelling');
+    assert.equal(tx<{ kind: string }>((c) => machineOf(store).cancel(c, running.id)).kind, 'already_cancelling');
     assert.equal(eventTypes(store, running.id).filter((t) => t === 'response.cancelling').length, 1);
 
     const done = taskIn(store, 'completed');
-    assert.equal(tx<{ kind: string }>((c) => store.lifecycle.cancel(c, done.id)).kind, 'not_cancellable');
+    assert.equal(tx<{ kind: string }>((c) => machineOf(store).cancel(c, done.id)).kind, 'not_cancellable');
   }));
 
   test('completion after an accepted cancel ends cancelled, never completed (LMSP 7.4)', () => withDataDir((dir) => {
     const store = Store.open(dir);
     const task = taskIn(store, 'cancelling');
-    const result = store.db.transaction((c) => store.lifecycle.complete(c, task.id, 'max_output_tokens'));
+    const result = store.db.transaction((c) => machineOf(store).complete(c, task.id, 'max_output_tokens'));
     assert.equal(result?.status, 'cancelled');
     const types = eventTypes(store, task.id);
     assert.equal(types.at(-1), 'response.cancelled');
@@ -112,7 +113,7 @@ describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
   test('a failure after an accepted cancel also ends cancelled', () => withDataDir((dir) => {
     const store = Store.open(dir);
     const task = taskIn(store, 'cancelling');
-    const result = store.db.transaction((c) => store.lifecycle.fail(c, task.id, 'engine_error', 'boom'));
+    const result = store.db.transaction((c) => machineOf(store).fail(c, task.id, 'engine_error', 'boom'));
     assert.equal(result?.status, 'cancelled');
   }));
 
@@ -121,22 +122,22 @@ describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
     const task = taskIn(store, 'completed');
     const before = eventTypes(store, task.id).length;
     store.db.transaction((c) => {
-      assert.equal(store.lifecycle.appendOutput(c, task.id, [{ text: 'late', tokens: [1] }]), false);
-      assert.equal(store.lifecycle.complete(c, task.id, 'stop'), null);
-      assert.equal(store.lifecycle.fail(c, task.id, 'engine_error', 'late'), null);
-      assert.equal(store.lifecycle.finishCancel(c, task.id), null);
+      assert.equal(machineOf(store).appendOutput(c, task.id, [{ text: 'late', tokens: [1] }]), false);
+      assert.equal(machineOf(store).complete(c, task.id, 'stop'), null);
+      assert.equal(machineOf(store).fail(c, task.id, 'engine_error', 'late'), null);
+      assert.equal(machineOf(store).finishCancel(c, task.id), null);
     });
     assert.equal(eventTypes(store, task.id).length, before);
   }));
 
   for (const policy of RESTART_POLICIES) {
     for (const status of UNFINISHED_STATUSES) {
-      const expected = RECOVERY[policy][status];
+      const expected = statusAfterRecovery(status, RECOVERY[policy][status]);
       test(`recovery (LMSP 11.3): ${status} under ${policy} becomes ${expected}`, () => withDataDir((dir) => {
         const store = Store.open(dir);
         const task = taskIn(store, status, policy);
         const before = eventTypes(store, task.id);
-        store.db.transaction((c) => store.lifecycle.recover(c, task, 3));
+        store.db.transaction((c) => machineOf(store).recover(c, task, 3));
         const after = store.tasks.get(task.id)!;
         assert.equal(after.status, expected);
         const added = eventTypes(store, task.id).slice(before.length);
@@ -161,14 +162,14 @@ describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
   test('retry drops the earlier output; resume keeps it', () => withDataDir((dir) => {
     const store = Store.open(dir);
     const retried = taskIn(store, 'running', 'retry');
-    store.db.transaction((c) => store.lifecycle.recover(c, retried, 3));
+    store.db.transaction((c) => machineOf(store).recover(c, retried, 3));
     const retriedAfter = store.tasks.get(retried.id)!;
-    assert.equal(store.lifecycle.outputText(retriedAfter), '');
+    assert.equal(machineOf(store).outputText(retriedAfter), '');
     assert.deepEqual(store.events.snapshotTokens(retried.id, retriedAfter.outputStartSeq), []);
     const resumed = taskIn(store, 'running', 'resume');
-    store.db.transaction((c) => store.lifecycle.recover(c, resumed, 3));
+    store.db.transaction((c) => machineOf(store).recover(c, resumed, 3));
     const resumedAfter = store.tasks.get(resumed.id)!;
-    assert.equal(store.lifecycle.outputText(resumedAfter), 'abc');
+    assert.equal(machineOf(store).outputText(resumedAfter), 'abc');
     assert.deepEqual(store.events.snapshotTokens(resumed.id, resumedAfter.outputStartSeq), [10, 11, 12]);
   }));
 
@@ -176,10 +177,10 @@ describe('task lifecycle in the store (LMSP 7, 11.2)', () => {
     const store = Store.open(dir);
     const task = taskIn(store, 'running', 'resume');
     for (let restart = 1; restart <= 3; restart++) {
-      store.db.transaction((c) => store.lifecycle.recover(c, store.tasks.get(task.id)!, 3));
+      store.db.transaction((c) => machineOf(store).recover(c, store.tasks.get(task.id)!, 3));
       assert.equal(store.tasks.get(task.id)!.status, 'running', `restart ${restart} resumes`);
     }
-    store.db.transaction((c) => store.lifecycle.recover(c, store.tasks.get(task.id)!, 3));
+    store.db.transaction((c) => machineOf(store).recover(c, store.tasks.get(task.id)!, 3));
     const after = store.tasks.get(task.id)!;
     assert.equal(after.status, 'failed');
     assert.equal(after.error?.code, 'server_restarted');

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { ERROR_CODES, TASK_ERROR_CODES } from '../../src/api/errors.js';
+import { ERROR_CODES, TASK_ERROR_CODES } from '../../src/domain/errors.js';
 import { packagePath } from '../../src/paths.js';
 
 const SPEC_HTTP_CODES: Record<string, number> = {

@@ -1,19 +1,17 @@
 /**
  * From a `POST /v1/responses` body to the records that make a response and its task (LMSP
  * section 6): defaults, the conversation with its previous responses, and the checks that need
- * the model (its context length).
+ * the model (its context length). Nothing is written here.
  */
-import { ServiceError, invalidRequest } from '../api/errors.js';
 import type { CreateResponseBody, MessageInput } from '../api/types.js';
-import { hasScope, type Client } from '../auth/types.js';
-import type { Engine } from '../engine/engine.js';
+import { canSee, type Client } from '../domain/clients.js';
+import { ServiceError, invalidRequest } from '../domain/errors.js';
+import { promptMessages, type ChatMessage, type InputItem, type StoredResponse } from '../domain/responses.js';
+import { isFinal, type RestartPolicy, type Task } from '../domain/tasks.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
-import type { ModelRegistry } from '../models/registry.js';
-import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
-import { isFinal, type RestartPolicy } from './states.js';
-import type { ChatMessage, InputItem, StoredResponse, Task } from './types.js';
+import type { TaskCore } from './core.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
@@ -36,19 +34,14 @@ function toChatMessages(items: readonly InputItem[]): ChatMessage[] {
   return items.map((item) => ({ role: item.role, content: item.content.map((part) => part.text).join('') }));
 }
 
-/** The messages the model sees: the instructions first, then the conversation. */
-export function promptMessages(response: Pick<StoredResponse, 'instructions' | 'context'>): ChatMessage[] {
-  return response.instructions ? [{ role: 'system', content: response.instructions }, ...response.context] : response.context;
-}
-
 export interface PreparedResponse {
   response: StoredResponse;
   task: Task;
 }
 
-export async function prepareResponse(deps: { store: Store; registry: ModelRegistry; engine: Engine }, client: Client,
+export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' | 'engine'>, client: Client,
   body: CreateResponseBody): Promise<PreparedResponse> {
-  const { store, registry, engine } = deps;
+  const { store, registry, engine } = core;
   const model = registry.get(body.model);
   if (!model) throw new ServiceError('model_not_found', `The model '${body.model}' does not exist.`, { param: 'model' });
   const background = body.background ?? false;
@@ -59,8 +52,7 @@ export async function prepareResponse(deps: { store: Store; registry: ModelRegis
   let context: ChatMessage[] = [];
   if (body.previous_response_id) {
     const previous = store.responses.get(body.previous_response_id);
-    const visible = previous && (previous.clientId === client.id || hasScope(client, 'admin'));
-    if (!previous || !visible) {
+    if (!previous || !canSee(client, previous.clientId)) {
       throw new ServiceError('not_found', `Previous response with id '${body.previous_response_id}' not found.`, { param: 'previous_response_id' });
     }
     const previousTask = store.tasks.getByResponse(previous.id);

@@ -1,22 +1,16 @@
-/** What the HTTP layer is given to work with; built once by the service (service.ts). */
+/** What the HTTP layer works with; built once by the service (src/service.ts). */
 import type { Logger } from 'pino';
 import type { FailureRateLimiter } from '../auth/rate-limit.js';
-import type { Client, Scope } from '../auth/types.js';
 import type { ServiceConfig } from '../config.js';
-import type { Engine } from '../engine/engine.js';
-import type { ModelRegistry } from '../models/registry.js';
-import type { Store } from '../store/index.js';
-import type { TaskEventBus } from '../tasks/event-bus.js';
+import type { Client, Scope } from '../domain/clients.js';
+import type { TaskCore } from '../tasks/core.js';
 import type { Scheduler } from '../tasks/scheduler.js';
 
-export interface AppServices {
+export interface AppContext {
   config: ServiceConfig;
   serviceId: string;
-  store: Store;
-  registry: ModelRegistry;
-  engine: Engine;
+  core: TaskCore;
   scheduler: Scheduler;
-  bus: TaskEventBus;
   pairingLimiter: FailureRateLimiter;
   logger: Logger | false;
   /** Milliseconds between SSE keep-alive comments (LMSP 7.3: 15 s). */

@@ -1,6 +1,11 @@
 /** Registered models (LMSP section 5). */
-import type { ModelStatus } from '../api/types.js';
 
+export type ModelStatus = 'ready' | 'missing' | 'digest_mismatch';
+
+/** Model ids are chosen by the operator (LMSP section 2). */
+export const MODEL_ID_PATTERN = /^[a-z0-9][a-z0-9._:-]{0,127}$/;
+
+/** What a GGUF file's header says about the model. */
 export interface GgufFacts {
   architecture: string | null;
   contextLength: number | null;

@@ -1,4 +1,4 @@
-/** Clients and scopes (LMSP section 4). */
+/** Clients, scopes and who may see what (LMSP section 4). */
 
 export const SCOPES = ['responses', 'models:read', 'models:write', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -23,4 +23,12 @@ export function isScope(value: string): value is Scope {
 /** `admin` grants everything (LMSP section 4). */
 export function hasScope(client: Pick<Client, 'scopes'>, scope: Scope): boolean {
   return client.scopes.includes('admin') || client.scopes.includes(scope);
+}
+
+/**
+ * LMSP section 4, isolation: without `admin`, a client sees only its own records; another
+ * client's look exactly like ids that do not exist.
+ */
+export function canSee(client: Pick<Client, 'id' | 'scopes'>, ownerId: string): boolean {
+  return client.id === ownerId || hasScope(client, 'admin');
 }

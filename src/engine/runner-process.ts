@@ -1,0 +1,103 @@
+/**
+ * One runner process (engine/runner.ts) as the pool sees it: spawned on first use, pinned to its
+ * CPUs when the pool was given some, with the requests waiting on it routed by request id. An
+ * exit nobody asked for (a crash inside llama.cpp, the system killing it) reaches every request
+ * still waiting, which then fails instead of hanging.
+ */
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ModelRef } from './engine.js';
+import type { ParentMessage, RunnerMessage, RunnerSettings } from './protocol.js';
+
+const RUNNER_SCRIPT = fileURLToPath(new URL('./runner.js', import.meta.url));
+
+export type RunnerLog = (level: 'info' | 'warn' | 'error', message: string) => void;
+
+type Handler = (message: RunnerMessage) => void;
+
+/** One spawned runner: its process, and the requests waiting on it. */
+interface RunnerChild {
+  process: ChildProcess;
+  handlers: Map<number, Handler>;
+  exitListeners: Set<(reason: string) => void>;
+}
+
+export class RunnerProcess {
+  private child: RunnerChild | null = null;
+  private nextRequestId = 1;
+  model: ModelRef | null = null;
+  busy = false;
+  lastUsedAt = 0;
+  keepAliveTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly settings: RunnerSettings, private readonly log: RunnerLog | undefined,
+    private readonly pin: { taskset: string; cpus: string } | null = null) {}
+
+  get alive(): boolean {
+    return this.child !== null;
+  }
+
+  private spawn(): RunnerChild {
+    if (this.child) return this.child;
+    const options = {
+      env: { ...process.env, LMSP_RUNNER_SETTINGS: JSON.stringify(this.settings) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
+      serialization: 'json' as const,
+    };
+    // taskset sets the CPUs and execs node in its place: same process, same IPC channel.
+    const spawned = this.pin
+      ? spawn(this.pin.taskset, ['-c', this.pin.cpus, process.execPath, ...process.execArgv, RUNNER_SCRIPT], options)
+      : fork(RUNNER_SCRIPT, [], options);
+    const child: RunnerChild = { process: spawned, handlers: new Map(), exitListeners: new Set() };
+    spawned.on('message', (message: RunnerMessage) => {
+      if (message.type === 'ready') return;
+      child.handlers.get(message.requestId)?.(message);
+    });
+    spawned.on('exit', (code, signal) => {
+      const reason = signal ? `the runner process was killed by ${signal}` : `the runner process exited with code ${code}`;
+      if (this.child === child) {
+        // An exit nobody asked for: a crash inside llama.cpp, or the system killed it.
+        this.child = null;
+        this.model = null;
+        this.log?.('warn', reason);
+      }
+      for (const listener of [...child.exitListeners]) listener(reason);
+    });
+    spawned.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
+    this.child = child;
+    return child;
+  }
+
+  /** Sends a request and routes its replies to `onMessage` until it returns true (done). */
+  request(build: (requestId: number) => ParentMessage, onMessage: (message: RunnerMessage) => boolean,
+    onExit: (reason: string) => void): number {
+    const child = this.spawn();
+    const requestId = this.nextRequestId++;
+    const exitListener = (reason: string) => {
+      child.handlers.delete(requestId);
+      onExit(reason);
+    };
+    child.exitListeners.add(exitListener);
+    child.handlers.set(requestId, (message) => {
+      if (onMessage(message)) {
+        child.handlers.delete(requestId);
+        child.exitListeners.delete(exitListener);
+      }
+    });
+    child.process.send(build(requestId));
+    return requestId;
+  }
+
+  send(message: ParentMessage): void {
+    this.child?.process.send(message);
+  }
+
+  /** Ends the process now; the next request starts a fresh one. */
+  kill(): void {
+    const child = this.child;
+    if (!child) return;
+    this.child = null;
+    this.model = null;
+    child.process.kill('SIGKILL');
+  }
+}

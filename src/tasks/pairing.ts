@@ -1,0 +1,64 @@
+/** The use cases of pairing and clients (LMSP section 4). */
+import type { ClientObject, PairingCodeObject } from '../api/types.js';
+import { toClientObject } from '../api/views.js';
+import { createPairingCode, pairClient as claimCodeForClient } from '../auth/clients.js';
+import type { Scope } from '../domain/clients.js';
+import { ServiceError } from '../domain/errors.js';
+import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
+import { nowSeconds } from '../time.js';
+import type { TaskCore } from './core.js';
+
+type StoreDeps = Pick<TaskCore, 'store'>;
+
+export interface PairingCodeRequest {
+  name?: string | null;
+  scopes?: readonly Scope[];
+  ttlMs?: number;
+}
+
+/** Makes a single-use pairing code (only its hash is stored) with the key's answer, in one transaction. */
+export async function issuePairingCode(deps: StoreDeps, request: PairingCodeRequest,
+  key: IdempotencyKey | null): Promise<{ replay: StoredAnswer } | { code: PairingCodeObject }> {
+  const outcome = await deps.store.idempotent(key, {
+    prepare: () => undefined,
+    effect: () => {
+      const issued = createPairingCode(deps.store, request);
+      const code: PairingCodeObject = { object: 'pairing_code', code: issued.code, name: issued.name, scopes: issued.scopes, expires_at: issued.expiresAt };
+      return { result: code, record: { answer: { status: 201, body: code } } };
+    },
+  });
+  return 'replay' in outcome ? outcome : { code: outcome.result };
+}
+
+export type PairedClient = ClientObject & { token: string };
+
+/**
+ * Exchanges a pairing code for a client and its token, with the key's answer, in one
+ * transaction. The answer holds the token, so a replay works only until the code itself would
+ * have expired (LMSP section 4), never for the whole idempotency period.
+ */
+export async function pairWithCode(deps: StoreDeps, code: string, clientName: string,
+  key: IdempotencyKey | null): Promise<{ replay: StoredAnswer } | { client: PairedClient }> {
+  const outcome = await deps.store.idempotent(key, {
+    prepare: () => undefined,
+    effect: () => {
+      const { client, token, codeExpiresAt } = claimCodeForClient(deps.store, code, clientName);
+      const paired: PairedClient = { ...toClientObject(client), token };
+      return { result: paired, record: { answer: { status: 201, body: paired }, expiresAt: codeExpiresAt } };
+    },
+  });
+  return 'replay' in outcome ? outcome : { client: outcome.result };
+}
+
+export function listClients(deps: StoreDeps): ClientObject[] {
+  return deps.store.clients.list().map(toClientObject);
+}
+
+/** Revokes a client: its token stops working at once; its records stay. */
+export function revokeClient(deps: StoreDeps, id: string): Promise<ClientObject> {
+  return deps.store.db.write(() => {
+    if (!deps.store.clients.get(id)) throw new ServiceError('not_found', `No client with id '${id}'.`, { param: 'id' });
+    deps.store.clients.revoke(id, nowSeconds());
+    return toClientObject(deps.store.clients.get(id)!);
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * The use cases of responses (LMSP section 6): create one in any of its modes, read one as it is
+ * now, settle a request that was tied to a connection, delete a finished one.
+ */
+import type { CreateResponseBody, ResponseObject } from '../api/types.js';
+import { toResponseObject } from '../api/views.js';
+import { canSee, type Client } from '../domain/clients.js';
+import { ServiceError } from '../domain/errors.js';
+import type { StoredResponse } from '../domain/responses.js';
+import { isFinal, type Task } from '../domain/tasks.js';
+import type { IdempotencyKey, Recording, StoredAnswer, WriteContext } from '../store/index.js';
+import type { TaskCore } from './core.js';
+import { prepareResponse } from './prepare-response.js';
+import { cancelForDisconnect, waitForFinish } from './waiting.js';
+
+export type CreateResponseOutcome = { replay: StoredAnswer } | { response: StoredResponse; task: Task };
+
+export function responseLocation(responseId: string): string {
+  return `/v1/responses/${responseId}`;
+}
+
+/**
+ * What the key of a create records (LMSP 8): a background create its 202, a background stream
+ * the task whose events a replay sends again; a plain or streaming create stays in flight until
+ * its request is answered (`settleResponseRequest`).
+ */
+function recordingOf(response: StoredResponse, task: Task): Recording {
+  if (response.background && !response.stream) {
+    return { answer: { status: 202, headers: { location: responseLocation(response.id) }, body: toResponseObject(response, task, '') }, taskId: task.id };
+  }
+  if (response.background) return { answer: { status: 200, streamTaskId: task.id }, taskId: task.id };
+  return { inFlight: task.id };
+}
+
+/**
+ * LMSP 11.2: the response, its task, its first event and the idempotency key in one transaction,
+ * committed before anything is answered.
+ */
+export async function createResponse(core: TaskCore, client: Client, body: CreateResponseBody,
+  key: IdempotencyKey | null): Promise<CreateResponseOutcome> {
+  const outcome = await core.store.idempotent(key, {
+    prepare: () => prepareResponse(core, client, body),
+    effect: (context, { response, task }) => {
+      const created = insertResponse(core, context, response, task);
+      return { result: { response, task: created }, record: recordingOf(response, created) };
+    },
+  });
+  return 'replay' in outcome ? outcome : outcome.result;
+}
+
+/** The response and its task, queued, with `response.created`, in the caller's transaction. */
+export function insertResponse(core: Pick<TaskCore, 'store' | 'machine'>, context: WriteContext, response: StoredResponse, task: Task): Task {
+  core.store.responses.insert(response);
+  return core.machine.create(context, task, response);
+}
+
+/** The task of a response visible to `client`; another client's looks like one that does not exist. */
+export function visibleTaskOfResponse(core: Pick<TaskCore, 'store'>, client: Client, responseId: string): Task {
+  const task = core.store.tasks.getByResponse(responseId);
+  if (!task || !canSee(client, task.clientId)) throw new ServiceError('not_found', `No response with id '${responseId}'.`, { param: 'id' });
+  return task;
+}
+
+/** The response as it is now: while unfinished, `output` holds the text generated so far. */
+export function responseView(core: Pick<TaskCore, 'store' | 'machine'>, task: Task): ResponseObject {
+  const header = core.store.responses.getHeader(task.responseId);
+  if (!header) throw new ServiceError('not_found', `No response with id '${task.responseId}'.`);
+  const text = task.finishedAt !== null ? core.store.responses.outputText(task.responseId) ?? '' : core.machine.outputText(task);
+  return toResponseObject(header, task, text);
+}
+
+/**
+ * A plain or streaming create whose request has ended (LMSP 6, 8): a client that left cancels its
+ * task and releases its key (as a request that died with the process does); otherwise the key
+ * gets the answer. A `store: false` response is deleted once finished. Returns the finished task
+ * and, for a client still there, the answer it gets.
+ */
+export async function settleResponseRequest(core: TaskCore, task: Task, key: IdempotencyKey | null, options: {
+  /** Whether the client has left; asked again once the task has finished. */
+  clientGone: () => boolean;
+  storeResponse: boolean;
+  answerOf: (finished: Task) => StoredAnswer;
+}): Promise<{ finished: Task | null; answer: StoredAnswer | null }> {
+  const { store } = core;
+  if (options.clientGone()) await cancelForDisconnect(core, task.id);
+  const finished = await waitForFinish(core, task.id);
+  const answer = finished && !options.clientGone() ? options.answerOf(finished) : null;
+  if (key) {
+    await store.db.write(() => {
+      if (answer) store.idempotency.complete(key, answer);
+      else store.idempotency.release(key);
+    });
+  }
+  if (finished && !options.storeResponse) {
+    await store.db.write(() => store.lifecycle.deleteFinished(finished.id)).catch(() => undefined);
+  }
+  return { finished, answer };
+}
+
+/** LMSP 6: DELETE, only once finished; the response, its task and its events go together. */
+export function deleteResponse(core: Pick<TaskCore, 'store'>, client: Client, responseId: string): Promise<{ id: string; object: 'response'; deleted: true }> {
+  const { store } = core;
+  return store.db.write(() => {
+    const task = visibleTaskOfResponse(core, client, responseId);
+    if (!isFinal(task.status)) throw new ServiceError('response_not_finished', `Response '${responseId}' has not finished; cancel it first.`);
+    store.lifecycle.deleteFinished(task.id);
+    return { id: responseId, object: 'response', deleted: true };
+  });
+}

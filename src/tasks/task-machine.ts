@@ -1,0 +1,235 @@
+/**
+ * The rules of a task's life (LMSP 7.2 to 7.5, 11.3), once for every kind of task. Each function
+ * runs inside the caller's transaction and reads the task afresh, so it acts on what is on disk:
+ * the status change is allowed or not by the domain's transition map, a cancel accepted first
+ * wins over a completion, and recovery follows the domain's recovery table. What each change
+ * writes to the log comes from the task's kind (`TaskKindHandler`).
+ */
+import type { TaskErrorCode } from '../domain/errors.js';
+import {
+  acceptsOutput, isUnfinished, RECOVERY, settledStatus, statusAfterRecovery, wasInterrupted,
+  type EventDraft, type FinishReason, type RecoveryOutcome, type Task, type TaskKind,
+} from '../domain/tasks.js';
+import type { OutputUnit } from '../engine/engine.js';
+import type { Store, WriteContext } from '../store/index.js';
+import { nowSeconds } from '../time.js';
+
+/**
+ * What a kind of task writes at each moment of its life. `S` is what its events are made from
+ * (a response's header, for instance), read once per change.
+ */
+export interface TaskKindHandler<S> {
+  readonly kind: TaskKind;
+  load(task: Task): S;
+  /** The text the task's current attempt has produced so far. */
+  outputText(task: Task): string;
+  /** The task reached a final status with this output (it is kept with the task's record). */
+  finalized(subject: S, task: Task, text: string): void;
+  events: {
+    created(subject: S): EventDraft[];
+    loading(subject: S): EventDraft[];
+    running(subject: S): EventDraft[];
+    output(subject: S, text: string, tokens: readonly number[]): EventDraft[];
+    finished(subject: S, text: string, finishReason: FinishReason): EventDraft[];
+    failed(subject: S, text: string): EventDraft[];
+    cancelling(subject: S, text: string): EventDraft[];
+    cancelled(subject: S, text: string): EventDraft[];
+    requeued(subject: S, text: string): EventDraft[];
+    resumed(subject: S, text: string): EventDraft[];
+  };
+}
+
+export type CancelOutcome =
+  | { kind: 'cancelled'; task: Task } // was queued: now cancelled (200)
+  | { kind: 'cancelling'; task: Task } // was loading or running: the worker will stop (202)
+  | { kind: 'already_cancelling'; task: Task } // 202, no new event
+  | { kind: 'already_cancelled'; task: Task } // 200, no new event
+  | { kind: 'not_cancellable'; task: Task }; // completed or failed: 409
+
+export class TaskMachine {
+  private readonly handlers = new Map<TaskKind, TaskKindHandler<unknown>>();
+
+  constructor(private readonly store: Store) {}
+
+  /** Serves tasks of the handler's kind. */
+  register<S>(handler: TaskKindHandler<S>): this {
+    this.handlers.set(handler.kind, handler as TaskKindHandler<unknown>);
+    return this;
+  }
+
+  private handler(task: Task): TaskKindHandler<unknown> {
+    const handler = this.handlers.get(task.kind);
+    if (!handler) throw new Error(`no handler for tasks of kind ${task.kind}`);
+    return handler;
+  }
+
+  /** The text of the task's current attempt so far (LMSP 7.3: the concatenation of its deltas). */
+  outputText(task: Task): string {
+    return this.handler(task).outputText(task);
+  }
+
+  /** LMSP 11.2: a new task, queued, with its `created` event, in the caller's transaction. */
+  create<S>(context: WriteContext, task: Task, subject: S): Task {
+    const handler = this.handler(task) as TaskKindHandler<S>;
+    return this.store.lifecycle.insert(context, task, handler.events.created(subject));
+  }
+
+  /** queued -> loading (LMSP 5: the model loads on first use). Null when it is no longer queued. */
+  startLoading(context: WriteContext, taskId: string): Task | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task) return null;
+    const handler = this.handler(task);
+    return this.store.lifecycle.move(context, task, 'loading', {}, handler.events.loading(handler.load(task)));
+  }
+
+  /** queued or loading -> running, with what the kind announces before any output. */
+  startRunning(context: WriteContext, taskId: string): Task | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task) return null;
+    const handler = this.handler(task);
+    return this.store.lifecycle.move(context, task, 'running', { startedAt: task.startedAt ?? nowSeconds(), outputTokens: 0 },
+      handler.events.running(handler.load(task)));
+  }
+
+  /** Records the prompt's size once the engine has tokenized it (no status change, no event). */
+  setInputTokens(context: WriteContext, taskId: string, inputTokens: number): void {
+    const task = this.store.tasks.get(taskId);
+    if (!task || !isUnfinished(task.status)) return;
+    this.store.lifecycle.record(context, task, { inputTokens }, []);
+  }
+
+  /**
+   * Appends generated output as one event carrying its token ids (the snapshot, LMSP 7.5).
+   * Allowed while running and while cancelling (the worker may still be finishing a token);
+   * false when the task has moved on and the output was not recorded.
+   */
+  appendOutput(context: WriteContext, taskId: string, units: readonly OutputUnit[]): boolean {
+    if (units.length === 0) return true;
+    const task = this.store.tasks.get(taskId);
+    if (!task || !acceptsOutput(task.status)) return false;
+    const handler = this.handler(task);
+    const text = units.map((unit) => unit.text).join('');
+    const tokens = units.flatMap((unit) => unit.tokens);
+    const drafts = text.length > 0 || tokens.length > 0 ? handler.events.output(handler.load(task), text, tokens) : [];
+    return this.store.lifecycle.record(context, task, { outputTokens: task.outputTokens + tokens.length }, drafts) !== null;
+  }
+
+  /** running -> completed; a task whose cancel was accepted first ends cancelled instead (LMSP 7.4). */
+  complete(context: WriteContext, taskId: string, finishReason: FinishReason): Task | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task) return null;
+    if (settledStatus(task.status, 'completed') === 'cancelled') return this.cancelledNow(context, task, 'run');
+    const handler = this.handler(task);
+    const subject = handler.load(task);
+    const text = handler.outputText(task);
+    const finished = this.store.lifecycle.move(context, task, 'completed', { finishedAt: nowSeconds(), finishReason },
+      handler.events.finished(subject, text, finishReason));
+    if (finished) handler.finalized(subject, finished, text);
+    return finished;
+  }
+
+  /** loading or running -> failed; a task whose cancel was accepted first ends cancelled instead (LMSP 7.4). */
+  fail(context: WriteContext, taskId: string, code: TaskErrorCode, message: string): Task | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task) return null;
+    if (settledStatus(task.status, 'failed') === 'cancelled') return this.cancelledNow(context, task, 'run');
+    return this.failNow(context, task, code, message, 'run');
+  }
+
+  private failNow(context: WriteContext, task: Task, code: TaskErrorCode, message: string, phase: 'run' | 'recovery',
+    change: Partial<Task> = {}, known?: unknown): Task | null {
+    const handler = this.handler(task);
+    const subject = known ?? handler.load(task);
+    const text = handler.outputText(task);
+    const failed = this.store.lifecycle.move(context, task, 'failed', { ...change, finishedAt: nowSeconds(), error: { code, message } },
+      handler.events.failed(subject, text), phase);
+    if (failed) handler.finalized(subject, failed, text);
+    return failed;
+  }
+
+  /** LMSP 7.4, one transaction: queued -> cancelled; loading/running -> cancelling; else as it is. */
+  cancel(context: WriteContext, taskId: string): CancelOutcome | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task) return null;
+    switch (task.status) {
+      case 'queued': {
+        const cancelled = this.cancelledNow(context, task, 'run');
+        return cancelled ? { kind: 'cancelled', task: cancelled } : null;
+      }
+      case 'loading':
+      case 'running': {
+        const handler = this.handler(task);
+        const cancelling = this.store.lifecycle.move(context, task, 'cancelling', {},
+          handler.events.cancelling(handler.load(task), handler.outputText(task)));
+        return cancelling ? { kind: 'cancelling', task: cancelling } : null;
+      }
+      case 'cancelling':
+        return { kind: 'already_cancelling', task };
+      case 'cancelled':
+        return { kind: 'already_cancelled', task };
+      case 'completed':
+      case 'failed':
+        return { kind: 'not_cancellable', task };
+    }
+  }
+
+  /** cancelling -> cancelled: the worker has stopped. */
+  finishCancel(context: WriteContext, taskId: string): Task | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task || task.status !== 'cancelling') return null;
+    return this.cancelledNow(context, task, 'run');
+  }
+
+  private cancelledNow(context: WriteContext, task: Task, phase: 'run' | 'recovery', known?: unknown): Task | null {
+    const handler = this.handler(task);
+    const subject = known ?? handler.load(task);
+    const text = handler.outputText(task);
+    const cancelled = this.store.lifecycle.move(context, task, 'cancelled', { finishedAt: nowSeconds() },
+      handler.events.cancelled(subject, text), phase);
+    if (cancelled) handler.finalized(subject, cancelled, text);
+    return cancelled;
+  }
+
+  /**
+   * LMSP 11.3 and 7.5 for one task found unfinished at startup: its policy's outcome and the
+   * events of 7.5, in the caller's transaction. `known` is what the task's events are made from,
+   * when the caller has read it already (recovery reads it with the task).
+   */
+  recover(context: WriteContext, task: Task, maxRestarts: number, known?: unknown): RecoveryOutcome {
+    if (!isUnfinished(task.status)) return 'unchanged';
+    const outcome = RECOVERY[task.onRestart][task.status];
+    if (outcome === 'unchanged') return 'unchanged';
+    const handler = this.handler(task);
+    const subject = known ?? handler.load(task);
+    const restarts = wasInterrupted(task.status) ? task.restarts + 1 : task.restarts;
+    if (wasInterrupted(task.status) && restarts > maxRestarts) {
+      // LMSP 7.5: one poisonous task must not crash the service forever.
+      this.failNow(context, task, 'server_restarted',
+        `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts }, subject);
+      return 'failed';
+    }
+    const to = statusAfterRecovery(task.status, outcome);
+    switch (outcome) {
+      case 'failed':
+        this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts }, subject);
+        break;
+      case 'cancelled':
+        this.cancelledNow(context, task, 'recovery', subject);
+        break;
+      case 'requeued': {
+        // Under retry the new attempt drops the earlier output: it starts after this event.
+        const retry = task.onRestart === 'retry';
+        const change: Partial<Task> = retry
+          ? { restarts, attempt: task.attempt + 1, outputStartSeq: task.lastSequenceNumber + 1, outputTokens: 0, inputTokens: null }
+          : { restarts };
+        this.store.lifecycle.move(context, task, to, change,
+          handler.events.requeued(subject, retry ? '' : handler.outputText(task)), 'recovery');
+        break;
+      }
+      case 'resumed':
+        this.store.lifecycle.move(context, task, to, { restarts }, handler.events.resumed(subject, handler.outputText(task)), 'recovery');
+        break;
+    }
+    return outcome;
+  }
+}

@@ -1,0 +1,49 @@
+/** Reading tasks and their logs as a client may see them (LMSP 7.1, 7.3; isolation, section 4). */
+import { toTaskEvent } from '../api/events.js';
+import type { ListObject, TaskEvent, TaskObject } from '../api/types.js';
+import { toTaskObject } from '../api/views.js';
+import { canSee, hasScope, type Client } from '../domain/clients.js';
+import { ServiceError, invalidRequest } from '../domain/errors.js';
+import type { Task, TaskStatus } from '../domain/tasks.js';
+import type { TaskCore } from './core.js';
+
+type StoreDeps = Pick<TaskCore, 'store'>;
+
+/** A task visible to `client`; another client's looks like one that does not exist. */
+export function visibleTask(deps: StoreDeps, client: Client, taskId: string): Task {
+  const task = deps.store.tasks.get(taskId);
+  if (!task || !canSee(client, task.clientId)) throw new ServiceError('not_found', `No task with id '${taskId}'.`, { param: 'id' });
+  return task;
+}
+
+export interface TaskListRequest {
+  statuses: TaskStatus[] | null;
+  limit: number;
+  after: string | null;
+  order: 'asc' | 'desc';
+}
+
+/** The client's own tasks (all of them with `admin`), a page at a time. */
+export function listTasks(deps: StoreDeps, client: Client, request: TaskListRequest): ListObject<TaskObject> & { first_id: string | null; last_id: string | null } {
+  let afterSeq: number | null = null;
+  if (request.after) {
+    const cursor = deps.store.tasks.get(request.after);
+    if (!cursor || !canSee(client, cursor.clientId)) throw invalidRequest('after', `No task with id '${request.after}'.`);
+    afterSeq = cursor.seq;
+  }
+  const { tasks, hasMore } = deps.store.tasks.list({
+    clientId: hasScope(client, 'admin') ? null : client.id,
+    statuses: request.statuses,
+    afterSeq,
+    limit: request.limit,
+    order: request.order,
+  });
+  const data = tasks.map(toTaskObject);
+  return { object: 'list', data, has_more: hasMore, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+}
+
+/** A page of a task's log after `startingAfter`. */
+export function taskEventsPage(deps: StoreDeps, task: Task, startingAfter: number, limit: number): ListObject<TaskEvent> {
+  const rows = deps.store.events.after(task.id, startingAfter, limit + 1);
+  return { object: 'list', data: rows.slice(0, limit).map(toTaskEvent), has_more: rows.length > limit };
+}
