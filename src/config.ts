@@ -37,6 +37,13 @@ export interface ServiceConfig {
   gpu: 'auto' | 'cpu' | 'cuda' | 'vulkan' | 'metal';
   cpuAffinity: 'auto' | 'off';
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Host names accepted besides loopback and the listen address (LMSP section 2). */
+  allowedHosts: string[];
+  /** Origins, besides the service's own, whose pages may call the API (CORS; LMSP section 2). */
+  allowedOrigins: string[];
+  maxStreamsPerClient: number;
+  maxStreams: number;
+  maxUnfinishedTasksPerClient: number;
   debug: DebugDelays;
 }
 
@@ -44,7 +51,7 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-type Parsed = string | number;
+type Parsed = string | number | string[];
 
 export interface OptionDefinition {
   key: Exclude<keyof ServiceConfig, 'debug' | 'dataDir'>;
@@ -91,6 +98,33 @@ function sizeParser(text: string): number {
   return Math.round(Number(match[1]) * unit);
 }
 
+function listOf(text: string): string[] {
+  return text.split(',').map((item) => item.trim()).filter(Boolean);
+}
+
+function hostListParser(text: string): string[] {
+  const hosts = listOf(text).map((host) => host.toLowerCase());
+  for (const host of hosts) {
+    if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)$/.test(host)) throw new Error(`expected host names without ports, got '${host}'`);
+  }
+  return hosts;
+}
+
+function originListParser(text: string): string[] {
+  return listOf(text).map((origin) => {
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      throw new Error(`expected origins like http://app.example:3000, got '${origin}'`);
+    }
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== origin.replace(/\/$/, '')) {
+      throw new Error(`expected origins like http://app.example:3000 (scheme, host and port only), got '${origin}'`);
+    }
+    return url.origin;
+  });
+}
+
 /** Automatic thread count: on small machines one decode thread is far faster than several
  * (measured 20-400x on 2 cores, where other threads contend with the service itself). */
 export function defaultThreads(): number {
@@ -132,6 +166,16 @@ export const OPTIONS: readonly OptionDefinition[] = [
   { key: 'cpuAffinity', flag: '--cpu-affinity', env: 'LMSP_CPU_AFFINITY', defaultText: 'auto',
     description: 'auto: on Linux, give each runner CPUs of its own when the service still keeps one (taskset); off: never',
     parse: choiceParser(['auto', 'off']) },
+  { key: 'allowedHosts', flag: '--allowed-hosts', env: 'LMSP_ALLOWED_HOSTS', defaultText: '(none)',
+    description: 'comma-separated host names accepted in Host besides localhost, 127.0.0.1, [::1] and the listen address', parse: hostListParser },
+  { key: 'allowedOrigins', flag: '--allowed-origins', env: 'LMSP_ALLOWED_ORIGINS', defaultText: '(none)',
+    description: "comma-separated origins (http://app.example:3000) whose pages may call the API besides the service's own", parse: originListParser },
+  { key: 'maxStreamsPerClient', flag: '--max-streams-per-client', env: 'LMSP_MAX_STREAMS_PER_CLIENT', defaultText: '16',
+    description: 'open event streams one client may hold', parse: integerParser(1, 100_000) },
+  { key: 'maxStreams', flag: '--max-streams', env: 'LMSP_MAX_STREAMS', defaultText: '512',
+    description: 'open event streams in total', parse: integerParser(1, 1_000_000) },
+  { key: 'maxUnfinishedTasksPerClient', flag: '--max-unfinished-tasks-per-client', env: 'LMSP_MAX_UNFINISHED_TASKS_PER_CLIENT', defaultText: '1000',
+    description: 'unfinished tasks one client may have; past it creates get 429 too_many_tasks', parse: integerParser(1, 100_000_000) },
   { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',
     description: 'log level', parse: choiceParser(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
 ];
@@ -214,6 +258,11 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     gpu: ((values.gpu as string) ?? 'auto') as ServiceConfig['gpu'],
     cpuAffinity: ((values.cpuAffinity as string) ?? 'auto') as ServiceConfig['cpuAffinity'],
     logLevel: ((values.logLevel as string) ?? 'info') as ServiceConfig['logLevel'],
+    allowedHosts: (values.allowedHosts as string[]) ?? [],
+    allowedOrigins: (values.allowedOrigins as string[]) ?? [],
+    maxStreamsPerClient: (values.maxStreamsPerClient as number) ?? 16,
+    maxStreams: (values.maxStreams as number) ?? 512,
+    maxUnfinishedTasksPerClient: (values.maxUnfinishedTasksPerClient as number) ?? 1000,
     debug: {
       loadDelayMs: debugDelay(env, DEBUG_VARIABLES.loadDelayMs),
       tokenDelayMs: debugDelay(env, DEBUG_VARIABLES.tokenDelayMs),
@@ -244,5 +293,10 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     gpu: config.gpu,
     cpu_affinity: config.cpuAffinity,
     log_level: config.logLevel,
+    allowed_hosts: config.allowedHosts.join(','),
+    allowed_origins: config.allowedOrigins.join(','),
+    max_streams_per_client: config.maxStreamsPerClient,
+    max_streams: config.maxStreams,
+    max_unfinished_tasks_per_client: config.maxUnfinishedTasksPerClient,
   };
 }

@@ -8,11 +8,13 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { ensureOperatorToken } from './auth/clients.js';
+import { loadPairingKey } from './auth/pairing-key.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
 import type { ServiceConfig } from './config.js';
 import { affinityForThisMachine } from './engine/cpu-affinity.js';
 import { RunnerPool } from './engine/runner-pool.js';
 import { buildApp } from './http/app.js';
+import { ConnectionRegistry } from './http/connections.js';
 import { ModelRegistry } from './models/registry.js';
 import { SOFTWARE_VERSION } from './paths.js';
 import { Store } from './store/index.js';
@@ -101,7 +103,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     debug: config.debug,
     log: (level, message) => log[level](message),
   });
-  const core: TaskCore = { store, machine, registry, engine, bus };
+  const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir) };
   const scheduler = new Scheduler(core, { parallel: config.parallel, log: {
     info: (message, fields) => log.info(fields ?? {}, message),
     warn: (message, fields) => log.warn(fields ?? {}, message),
@@ -122,6 +124,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
 
   const app = await buildApp({
     config, serviceId, core, scheduler,
+    connections: new ConnectionRegistry({ perClient: config.maxStreamsPerClient, total: config.maxStreams }),
     pairingLimiter: new FailureRateLimiter(),
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,

@@ -21,13 +21,13 @@ export interface IssuedPairingCode {
   expiresAt: number;
 }
 
-/** Makes a single-use pairing code; only its hash is stored. Runs in the caller's transaction. */
-export function createPairingCode(store: Store, options: { name?: string | null; scopes?: readonly Scope[]; ttlMs?: number }): IssuedPairingCode {
+/** Makes a single-use pairing code; only its keyed hash is stored. Runs in the caller's transaction. */
+export function createPairingCode(store: Store, pairingKey: Buffer, options: { name?: string | null; scopes?: readonly Scope[]; ttlMs?: number }): IssuedPairingCode {
   const code = newPairingCode();
   const now = nowSeconds();
   const scopes = [...new Set(options.scopes ?? DEFAULT_SCOPES)];
   const expiresAt = now + Math.max(1, Math.round((options.ttlMs ?? DEFAULT_PAIRING_TTL_MS) / 1000));
-  store.pairingCodes.insert(hashPairingCode(normalizePairingCode(code)!), { name: options.name ?? null, scopes, createdAt: now, expiresAt });
+  store.pairingCodes.insert(hashPairingCode(normalizePairingCode(code)!, pairingKey), { name: options.name ?? null, scopes, createdAt: now, expiresAt });
   return { code, name: options.name ?? null, scopes, expiresAt };
 }
 
@@ -35,11 +35,11 @@ export function createPairingCode(store: Store, options: { name?: string | null;
  * Exchanges a code for a new client and its token, in one transaction (the code is claimed by a
  * conditional update, so it can be used once). Wrong, used and expired codes look the same.
  */
-export function pairClient(store: Store, code: string, clientName: string): { client: Client; token: string; codeExpiresAt: number } {
+export function pairClient(store: Store, pairingKey: Buffer, code: string, clientName: string): { client: Client; token: string; codeExpiresAt: number } {
   const normalized = normalizePairingCode(code);
   const clientId = newId('cli');
   const now = nowSeconds();
-  const claimed = normalized ? store.pairingCodes.claim(hashPairingCode(normalized), clientId, now) : null;
+  const claimed = normalized ? store.pairingCodes.claim(hashPairingCode(normalized, pairingKey), clientId, now) : null;
   if (!claimed) throw new ServiceError('invalid_pairing_code');
   const token = newToken();
   const client: Client = {

@@ -1,25 +1,46 @@
-/** Failed pairing attempts per remote address: at most `limit` a window (LMSP section 4). */
+/**
+ * Failed pairing attempts per remote address: at most `limit` a window (LMSP section 4). An
+ * attempt is counted the moment it begins, before anything is awaited, and forgiven only when it
+ * succeeds: however many wrong codes arrive at once, at most `limit` get an answer other than 429.
+ */
+
+export interface PairingAttempt {
+  /** The attempt paired a client: it does not count against the address. */
+  succeeded(): void;
+}
 
 export class FailureRateLimiter {
-  private readonly failures = new Map<string, number[]>();
+  private readonly attempts = new Map<string, number[]>();
 
   constructor(private readonly limit = 5, private readonly windowMs = 60_000) {}
 
   private recent(key: string, now: number): number[] {
-    const times = (this.failures.get(key) ?? []).filter((time) => now - time < this.windowMs);
-    if (times.length === 0) this.failures.delete(key);
-    else this.failures.set(key, times);
+    const times = (this.attempts.get(key) ?? []).filter((time) => now - time < this.windowMs);
+    if (times.length === 0) this.attempts.delete(key);
+    else this.attempts.set(key, times);
     return times;
   }
 
-  /** Seconds until `key` may try again, or 0 when it may try now. */
-  retryAfterSeconds(key: string, now = Date.now()): number {
+  /**
+   * Begins an attempt from `key`: the seconds to wait when the address has used up its
+   * attempts, else the attempt, counted as failed unless it succeeds.
+   */
+  begin(key: string, now = Date.now()): { retryAfterSeconds: number } | PairingAttempt {
     const times = this.recent(key, now);
-    if (times.length < this.limit) return 0;
-    return Math.max(1, Math.ceil((times[0]! + this.windowMs - now) / 1000));
-  }
-
-  recordFailure(key: string, now = Date.now()): void {
-    this.failures.set(key, [...this.recent(key, now), now]);
+    if (times.length >= this.limit) {
+      return { retryAfterSeconds: Math.max(1, Math.ceil((times[0]! + this.windowMs - now) / 1000)) };
+    }
+    const stamp = now;
+    this.attempts.set(key, [...times, stamp]);
+    let settled = false;
+    return {
+      succeeded: () => {
+        if (settled) return;
+        settled = true;
+        const current = this.attempts.get(key);
+        const index = current?.indexOf(stamp) ?? -1;
+        if (current && index >= 0) current.splice(index, 1);
+      },
+    };
   }
 }

@@ -1,8 +1,11 @@
 /**
- * Tokens and pairing codes (LMSP section 4). Both come from a CSPRNG and are stored only as their
- * SHA-256; a token is found by looking its hash up, so no secret is ever compared byte by byte.
+ * Tokens and pairing codes (LMSP section 4). Both come from a CSPRNG. A token (256 bits) is
+ * stored as its SHA-256 and found by looking its hash up, so no secret is ever compared byte by
+ * byte. A pairing code has only 40 bits: a bare hash of one could be brute-forced offline by
+ * whoever reads the database, so codes are stored keyed, as an HMAC with a secret of the data
+ * directory kept outside the database (pairing-key.ts).
  */
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { createHash, createHmac, randomBytes, randomInt } from 'node:crypto';
 
 const TOKEN_PREFIX = 'lmsp_';
 const TOKEN_PATTERN = /^lmsp_[A-Za-z0-9_-]{43}$/;
@@ -37,6 +40,6 @@ export function normalizePairingCode(input: string): string | null {
   return code;
 }
 
-export function hashPairingCode(normalized: string): Buffer {
-  return sha256(`pairing-code:${normalized}`);
+export function hashPairingCode(normalized: string, key: Buffer): Buffer {
+  return createHmac('sha256', key).update(`pairing-code:${normalized}`, 'utf8').digest();
 }

@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { LmspClient, LmspApiError } from '../api/client.js';
 import type { ServiceObject } from '../api/types.js';
 import { readOperatorToken } from '../auth/clients.js';
+import { loadPairingKey } from '../auth/pairing-key.js';
 import { ConfigError, resolveConfig, resolveDataDir, STORED_CONFIG_PREFIX, type OptionDefinition, type ServiceConfig } from '../config.js';
 import { ServiceError } from '../domain/errors.js';
 import { ModelRegistry } from '../models/registry.js';
@@ -67,6 +68,7 @@ export interface OfflineCore {
   registry: ModelRegistry;
   machine: TaskMachine;
   config: ServiceConfig;
+  pairingKey: Buffer;
   close(): Promise<void>;
 }
 
@@ -78,6 +80,7 @@ export function openOffline(options: CommonOptions, create = false): OfflineCore
     config,
     registry: new ModelRegistry(store, config.modelsDir),
     machine: newTaskMachine(store),
+    pairingKey: loadPairingKey(dataDirOf(options)),
     close: () => store.close(),
   };
 }

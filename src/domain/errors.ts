@@ -21,6 +21,11 @@ export const ERROR_CODES = {
     message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.',
   },
   invalid_model_file: { status: 400, type: 'invalid_request_error', message: 'The file is not a usable GGUF model.' },
+  unsupported_schema: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The schema uses a keyword the service cannot enforce.',
+  },
   context_length_exceeded: {
     status: 400,
     type: 'invalid_request_error',
@@ -33,6 +38,11 @@ export const ERROR_CODES = {
     message: 'The pairing code is wrong, already used or expired.',
   },
   insufficient_scope: { status: 403, type: 'permission_error', message: 'The token lacks the scope this needs.' },
+  origin_not_allowed: {
+    status: 403,
+    type: 'permission_error',
+    message: "Requests from this Origin are not allowed: only the service's own pages and --allowed-origins may call it.",
+  },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found.' },
   model_not_found: { status: 404, type: 'not_found_error', message: 'The model is not registered.' },
   task_not_cancellable: {
@@ -53,12 +63,24 @@ export const ERROR_CODES = {
     message: 'An unfinished task uses this model.',
     retryable: false,
   },
+  model_exists: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'A model with this id is already registered.',
+    retryable: false,
+  },
   idempotency_key_in_flight: {
     status: 409,
     type: 'conflict_error',
     message: 'A request with this Idempotency-Key is still being processed.',
   },
+  request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
+  misdirected_request: {
+    status: 421,
+    type: 'invalid_request_error',
+    message: 'This Host is not served here: use localhost, 127.0.0.1, [::1], the address the service listens on or a name in --allowed-hosts.',
+  },
   unsupported_media_type: {
     status: 415,
     type: 'invalid_request_error',
@@ -69,7 +91,10 @@ export const ERROR_CODES = {
     type: 'unprocessable_entity_error',
     message: 'This Idempotency-Key was used with a different request.',
   },
+  request_header_too_large: { status: 431, type: 'invalid_request_error', message: 'The request headers are too large.' },
   rate_limited: { status: 429, type: 'rate_limit_error', message: 'Too many attempts; try again later.' },
+  too_many_streams: { status: 429, type: 'rate_limit_error', message: 'Too many open event streams; close one and try again.' },
+  too_many_tasks: { status: 429, type: 'rate_limit_error', message: 'Too many unfinished tasks; wait for some to finish.' },
   internal_error: { status: 500, type: 'server_error', message: 'The service failed unexpectedly.' },
   storage_unavailable: {
     status: 503,
@@ -88,6 +113,7 @@ export const TASK_ERROR_CODES = [
   'model_digest_mismatch',
   'context_length_exceeded',
   'engine_error',
+  'download_failed',
 ] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 

@@ -10,6 +10,11 @@ import { SOFTWARE_VERSION } from '../paths.js';
 import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppContext, RouteAccess } from './context.js';
 import { registerAuth } from './auth.js';
+import {
+  clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
+  REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
+} from './edge.js';
+import { registerGuards } from './guards.js';
 import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
@@ -91,6 +96,12 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
+    // Timeouts chosen on purpose (edge.ts): a slow client is bounded, a kept-alive connection
+    // outlives the client pools' own.
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    clientErrorHandler,
     forceCloseConnections: true,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false } },
@@ -108,6 +119,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   const parseJson = (_request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
     const text = body.toString().trim();
     if (text === '') return done(null, {});
+    if (jsonDepthExceeds(text)) {
+      return done(new ServiceError('invalid_json', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`), undefined);
+    }
     try {
       done(null, JSON.parse(text));
     } catch (error) {
@@ -117,9 +131,12 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
   app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'string' }, parseJson);
 
-  app.setErrorHandler((error, request, reply) => {
+  app.setErrorHandler(async (error, request, reply) => {
     const serviceError = toServiceError(error);
     if (serviceError.status >= 500) request.log.error({ err: error, url: request.url }, 'request failed');
+    // An answer given before the body was read (401, 413, 415, 421, 403, ...) waits until the
+    // client has sent it, so that the client reads the answer rather than a broken pipe.
+    if (!(await drainRequest(request.raw, DRAIN_FACTOR * config.bodyLimitBytes))) reply.header('connection', 'close');
     return sendError(reply, serviceError);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`)));
@@ -156,6 +173,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     },
   });
 
+  registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);
   registerServiceRoutes(app, context);
   registerResponseRoutes(app, context);

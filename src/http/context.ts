@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { FailureRateLimiter } from '../auth/rate-limit.js';
 import type { ServiceConfig } from '../config.js';
 import type { Client, Scope } from '../domain/clients.js';
+import type { ConnectionRegistry } from './connections.js';
 import type { TaskCore } from '../tasks/core.js';
 import type { Scheduler } from '../tasks/scheduler.js';
 
@@ -12,6 +13,8 @@ export interface AppContext {
   core: TaskCore;
   scheduler: Scheduler;
   pairingLimiter: FailureRateLimiter;
+  /** Open streams and connection-bound requests, per client (LMSP 4, 16). */
+  connections: ConnectionRegistry;
   logger: Logger | false;
   /** Milliseconds between SSE keep-alive comments (LMSP 7.3: 15 s). */
   heartbeatMs: number;

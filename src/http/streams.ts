@@ -1,27 +1,45 @@
 /** A task's log as a server-sent event stream (LMSP 6, 7.3): the replay, then live, until the terminal event. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Client } from '../domain/clients.js';
+import { invalidRequest } from '../domain/errors.js';
 import { followTask, type FollowEnd } from '../tasks/follow.js';
 import type { AppContext } from './context.js';
 import { EventStream } from './sse.js';
 
-/** Streams a task's log after `afterSequence` until its terminal event; tells whether the client left first. */
-export async function streamTaskEvents(context: AppContext, reply: FastifyReply, taskId: string, afterSequence: number,
-  headers: Record<string, string> = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
+/**
+ * Streams a task's log after `afterSequence` until its terminal event, and tells whether the
+ * client left first. The stream counts against the client's limits (LMSP 16): a caller that must
+ * know before doing anything (a streaming create) takes the place itself with `openStream` and
+ * passes it in; revoking the client ends the stream (LMSP 4).
+ */
+export async function streamTaskEvents(context: AppContext, reply: FastifyReply, client: Client, taskId: string,
+  afterSequence: number, options: { headers?: Record<string, string>; place?: () => void } = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
   const { store, bus } = context.core;
-  const stream = new EventStream(reply, context.heartbeatMs, headers);
+  const release = options.place ?? context.connections.openStream(client.id);
+  let stream: EventStream | null = null;
+  const unbind = context.connections.bind(client.id, () => reply.raw.destroy());
   try {
-    const end = await followTask(store, bus, taskId, afterSequence, stream.signal, (events) => stream.send(events));
-    return { end, clientGone: stream.clientGone };
+    stream = new EventStream(reply, context.heartbeatMs, options.headers ?? {});
+    const opened = stream;
+    const end = await followTask(store, bus, taskId, afterSequence, opened.signal, (events) => opened.send(events));
+    return { end, clientGone: opened.clientGone };
   } finally {
-    stream.end();
+    stream?.end();
+    unbind();
+    release();
   }
 }
 
+const DECIMAL = /^\d{1,15}$/;
+
 /**
  * Where a stream starts: after the `Last-Event-ID` a reconnecting EventSource names (LMSP 7.3),
- * else after `starting_after`.
+ * else after `starting_after`. A `Last-Event-ID` that is not a decimal integer is a 400 (LMSP 2).
  */
 export function streamStart(request: FastifyRequest, startingAfter: number | undefined): number {
-  const lastEventId = Number(request.headers['last-event-id']);
-  return Number.isInteger(lastEventId) && lastEventId >= 0 ? lastEventId : startingAfter ?? 0;
+  const header = request.headers['last-event-id'];
+  if (header === undefined) return startingAfter ?? 0;
+  const value = Array.isArray(header) ? header.join(',') : header;
+  if (!DECIMAL.test(value)) throw invalidRequest('Last-Event-ID', 'Last-Event-ID must be a decimal integer (the sequence number of the last event seen).');
+  return Number(value);
 }

@@ -4,7 +4,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
-import { basename, join, sep } from 'node:path';
+import { basename, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { MODEL_ID_PATTERN, type Model } from '../domain/models.js';
 import { EngineError } from '../engine/engine.js';
@@ -30,6 +30,15 @@ export function modelIdFromPath(path: string): string {
   return id.slice(0, 128) || 'model';
 }
 
+/** The real path of a file; a missing one is a 400 that shows the path as the client gave it. */
+async function resolveFile(path: string, shown: string): Promise<string> {
+  try {
+    return await realpath(path);
+  } catch {
+    throw invalidRequest('path', `no file at ${shown}`);
+  }
+}
+
 function isInside(folder: string, path: string): boolean {
   return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 }
@@ -53,20 +62,9 @@ export class ModelRegistry {
     if (input.id !== undefined && !MODEL_ID_PATTERN.test(input.id)) {
       throw invalidRequest('id', 'model ids are 1-128 characters of a-z, 0-9, ".", "_", ":" and "-", starting with a letter or digit');
     }
-    let resolved: string;
-    try {
-      resolved = await realpath(input.path);
-    } catch {
-      throw invalidRequest('path', `no file at ${input.path}`);
-    }
-    if (options.restrictToModelsDir) {
-      const folder = await realpath(this.modelsDir).catch(() => this.modelsDir);
-      if (!isInside(folder, resolved)) {
-        throw invalidRequest('path', `the file must lie inside the models directory (${folder}), after resolving links`);
-      }
-    }
+    const resolved = options.restrictToModelsDir ? await this.resolveInModelsDir(input.path) : await resolveFile(input.path, input.path);
     const info = await stat(resolved);
-    if (!info.isFile()) throw new ServiceError('invalid_model_file', `${input.path} is not a regular file`, { param: 'path' });
+    if (!info.isFile()) throw new ServiceError('invalid_model_file', 'the path does not name a regular file', { param: 'path' });
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
     const facts = await readGgufFacts(resolved);
@@ -76,6 +74,23 @@ export class ModelRegistry {
       id, path: resolved, digest, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready', builtin: false,
       createdAt: now, verifiedAt: now, ...facts,
     };
+  }
+
+  /**
+   * LMSP 5: the file an API client names must lie inside the models directory after resolving
+   * links, and the answer never tells whether a file exists outside it: a path outside is
+   * refused before the file system is asked, and a link that leads outside gets the same answer
+   * as a path outside. No answer shows where the models directory is.
+   */
+  private async resolveInModelsDir(path: string): Promise<string> {
+    const folder = await realpath(this.modelsDir).catch(() => resolve(this.modelsDir));
+    const outside = () => invalidRequest('path', 'the file must lie inside the models directory (a relative path starts there)');
+    const named = resolve(folder, path);
+    if (!isInside(folder, named) && !isInside(resolve(this.modelsDir), resolve(this.modelsDir, path))) throw outside();
+    const shown = relative(folder, named) || '.';
+    const resolved = await resolveFile(named, shown);
+    if (!isInside(folder, resolved)) throw outside();
+    return resolved;
   }
 
   private assertFree(id: string): void {
@@ -143,7 +158,7 @@ export class ModelRegistry {
       info = await stat(model.path);
     } catch {
       await this.store.db.write(() => this.store.models.setStatus(id, 'missing'));
-      throw new EngineError('model_not_found', `the file of model '${id}' is missing: ${model.path}`);
+      throw new EngineError('model_not_found', `the file of model '${id}' is missing`);
     }
     if (info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) {
       if (model.status === 'digest_mismatch') {

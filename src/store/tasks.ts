@@ -104,6 +104,9 @@ export class TaskTable {
   private readonly unfinishedForModelStatement;
   private readonly deleteStatement;
   private readonly countByStatusStatement;
+  private readonly unfinishedForClientStatement;
+  private readonly oldestQueuedOfClientStatement;
+  private readonly clientsWithQueuedStatement;
 
   constructor(db: Sqlite) {
     this.insertStatement = db.prepare(`INSERT INTO tasks (${COLUMNS}) VALUES (${COLUMNS.split(',').map((c) => `@${c.trim()}`).join(', ')})`);
@@ -122,7 +125,8 @@ export class TaskTable {
     this.listDescStatement = db.prepare<object, DbTask>(
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
-      SELECT * FROM tasks WHERE status = ? AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
+      SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)}
+        AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     // The tasks recovery changes (the rule is the domain's RECOVERY table), each with its
     // response's header, which its events carry. A window of positions at a time, in creation
     // order whatever the status: one transaction then writes the events of neighbouring tasks
@@ -139,6 +143,14 @@ export class TaskTable {
       SELECT count(*) AS n FROM tasks WHERE model = ? AND ${oneOf('status', UNFINISHED_STATUSES)}`);
     this.deleteStatement = db.prepare('DELETE FROM tasks WHERE id = ?');
     this.countByStatusStatement = db.prepare<[], { status: TaskStatus; n: number }>('SELECT status, count(*) AS n FROM tasks GROUP BY status');
+    const unfinished = oneOf('status', UNFINISHED_STATUSES);
+    this.unfinishedForClientStatement = db.prepare<[string], number>(
+      `SELECT count(*) FROM tasks WHERE client_id = ? AND ${unfinished}`).pluck();
+    this.oldestQueuedOfClientStatement = db.prepare<[string, string], DbTask>(`
+      SELECT * FROM tasks WHERE client_id = ? AND status = 'queued' AND ${unfinished}
+        AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
+    this.clientsWithQueuedStatement = db.prepare<[], { client_id: string; first: number }>(`
+      SELECT client_id, min(seq) AS first FROM tasks WHERE status = 'queued' AND ${unfinished} GROUP BY client_id ORDER BY first`);
   }
 
   insert(task: Task): number {
@@ -172,14 +184,6 @@ export class TaskTable {
     return { tasks: rows.slice(0, query.limit).map(toTask), hasMore: rows.length > query.limit };
   }
 
-  /** The next task a free slot should take: tasks resumed at startup (already running) first,
-   * then the queue, oldest first (LMSP: FIFO by creation). `claimed` are taken already. */
-  nextRunnable(claimed: Iterable<string>): Task | null {
-    const exclude = JSON.stringify([...claimed]);
-    const row = this.nextRunnableStatement.get('running', exclude) ?? this.nextRunnableStatement.get('queued', exclude);
-    return row ? toTask(row) : null;
-  }
-
   /**
    * The tasks that recovery changes (LMSP 11.3, 7.5) with a position in (afterSeq, throughSeq],
    * in creation order, each with its response's header.
@@ -200,6 +204,28 @@ export class TaskTable {
 
   countUnfinishedForModel(model: string): number {
     return this.unfinishedForModelStatement.get(model)!.n;
+  }
+
+  /** LMSP 16: how many unfinished tasks a client has. */
+  countUnfinishedForClient(clientId: string): number {
+    return this.unfinishedForClientStatement.get(clientId)!;
+  }
+
+  /** A client's oldest queued task not `claimed` already (FIFO within a client, LMSP 16). */
+  oldestQueuedOf(clientId: string, claimed: Iterable<string>): Task | null {
+    const row = this.oldestQueuedOfClientStatement.get(clientId, JSON.stringify([...claimed]));
+    return row ? toTask(row) : null;
+  }
+
+  /** The clients that have queued tasks, the one whose oldest queued task is oldest first. */
+  clientsWithQueuedTasks(): string[] {
+    return this.clientsWithQueuedStatement.all().map((row) => row.client_id);
+  }
+
+  /** A task resumed at startup (still running) that no slot has taken yet. */
+  nextResumed(claimed: Iterable<string>): Task | null {
+    const row = this.nextRunnableStatement.get('running', JSON.stringify([...claimed]));
+    return row ? toTask(row) : null;
   }
 
   countByStatus(): Record<string, number> {

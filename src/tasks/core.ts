@@ -15,6 +15,8 @@ export interface TaskCore {
   registry: ModelRegistry;
   engine: Engine;
   bus: TaskEventBus;
+  /** The data directory's key for pairing codes (auth/pairing-key.ts). */
+  pairingKey: Buffer;
 }
 
 /** The state machine with every kind of task this build serves. */

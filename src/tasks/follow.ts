@@ -7,7 +7,15 @@ import type { LoggedEvent } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
 import type { TaskEventBus } from './event-bus.js';
 
-const PAGE = 500;
+/**
+ * Events read and sent at a time. Between two pages the thread answers other requests, so many
+ * replays of long logs at once keep /healthz and everything else answering (LMSP 16).
+ */
+const PAGE = 200;
+
+function yieldToOthers(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 export type FollowEnd = 'terminal' | 'aborted' | 'gone';
 
@@ -35,6 +43,7 @@ export async function followTask(store: Store, bus: TaskEventBus, taskId: string
         await deliver(events);
         last = events.at(-1)!.sequenceNumber;
         if (events.some((event) => TERMINAL_EVENTS.has(event.type))) return 'terminal';
+        if (events.length === PAGE) await yieldToOthers();
         continue;
       }
       const task = store.tasks.get(taskId);

@@ -9,6 +9,7 @@ import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
 
 type StoreDeps = Pick<TaskCore, 'store'>;
+type PairingDeps = Pick<TaskCore, 'store' | 'pairingKey'>;
 
 export interface PairingCodeRequest {
   name?: string | null;
@@ -17,12 +18,12 @@ export interface PairingCodeRequest {
 }
 
 /** Makes a single-use pairing code (only its hash is stored) with the key's answer, in one transaction. */
-export async function issuePairingCode(deps: StoreDeps, request: PairingCodeRequest,
+export async function issuePairingCode(deps: PairingDeps, request: PairingCodeRequest,
   key: IdempotencyKey | null): Promise<{ replay: StoredAnswer } | { code: PairingCodeObject }> {
   const outcome = await deps.store.idempotent(key, {
     prepare: () => undefined,
     effect: () => {
-      const issued = createPairingCode(deps.store, request);
+      const issued = createPairingCode(deps.store, deps.pairingKey, request);
       const code: PairingCodeObject = { object: 'pairing_code', code: issued.code, name: issued.name, scopes: issued.scopes, expires_at: issued.expiresAt };
       return { result: code, record: { answer: { status: 201, body: code } } };
     },
@@ -37,12 +38,12 @@ export type PairedClient = ClientObject & { token: string };
  * transaction. The answer holds the token, so a replay works only until the code itself would
  * have expired (LMSP section 4), never for the whole idempotency period.
  */
-export async function pairWithCode(deps: StoreDeps, code: string, clientName: string,
+export async function pairWithCode(deps: PairingDeps, code: string, clientName: string,
   key: IdempotencyKey | null): Promise<{ replay: StoredAnswer } | { client: PairedClient }> {
   const outcome = await deps.store.idempotent(key, {
     prepare: () => undefined,
     effect: () => {
-      const { client, token, codeExpiresAt } = claimCodeForClient(deps.store, code, clientName);
+      const { client, token, codeExpiresAt } = claimCodeForClient(deps.store, deps.pairingKey, code, clientName);
       const paired: PairedClient = { ...toClientObject(client), token };
       return { result: paired, record: { answer: { status: 201, body: paired }, expiresAt: codeExpiresAt } };
     },

@@ -11,6 +11,7 @@ import { isFinal, type Task } from '../domain/tasks.js';
 import type { IdempotencyKey, Recording, StoredAnswer, WriteContext } from '../store/index.js';
 import type { TaskCore } from './core.js';
 import { prepareResponse } from './prepare-response.js';
+import { assertRoomForTask, type TaskLimits } from './limits.js';
 import { cancelForDisconnect, waitForFinish } from './waiting.js';
 
 export type CreateResponseOutcome = { replay: StoredAnswer } | { response: StoredResponse; task: Task };
@@ -37,10 +38,11 @@ function recordingOf(response: StoredResponse, task: Task): Recording {
  * committed before anything is answered.
  */
 export async function createResponse(core: TaskCore, client: Client, body: CreateResponseBody,
-  key: IdempotencyKey | null): Promise<CreateResponseOutcome> {
+  key: IdempotencyKey | null, limits: TaskLimits): Promise<CreateResponseOutcome> {
   const outcome = await core.store.idempotent(key, {
     prepare: () => prepareResponse(core, client, body),
     effect: (context, { response, task }) => {
+      assertRoomForTask(core, client, limits);
       const created = insertResponse(core, context, response, task);
       return { result: { response, task: created }, record: recordingOf(response, created) };
     },

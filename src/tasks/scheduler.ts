@@ -1,7 +1,7 @@
 /**
  * The scheduler: `parallel` generation slots, filled first with tasks resumed at startup, then
- * with queued tasks in creation order (FIFO). Each task runs in a worker that moves it through
- * loading and running, streams its output into the log as delta events (with the token ids that
+ * with queued tasks, round robin between clients and FIFO within one (fair-queue.ts). Each task
+ * runs in a worker that moves it through loading and running, streams its output into the log as delta events (with the token ids that
  * make the resume snapshot) and records how it ended. A cancel accepted by the store reaches the
  * worker through the event bus and stops the generation.
  */
@@ -11,6 +11,7 @@ import type { Store } from '../store/index.js';
 import { promptMessages } from '../domain/responses.js';
 import type { Task } from '../domain/tasks.js';
 import type { TaskCore } from './core.js';
+import { FairQueue } from './fair-queue.js';
 import type { TaskMachine } from './task-machine.js';
 
 export interface SchedulerLog {
@@ -94,6 +95,14 @@ class OutputWriter {
   }
 }
 
+/**
+ * LMSP 5: a task's error is shown to its client, who may lack `models:write` and must never see
+ * a file-system path (llama.cpp's own messages name the model file). The log keeps the original.
+ */
+export function withoutPaths(message: string): string {
+  return message.replace(/(?:[A-Za-z]:)?(?:[\\/][^\s'"`:;,()[\]<>]+){2,}[\\/]?/g, '<file>');
+}
+
 /** After the database refused a write, work waits this long (doubling, up to a minute). */
 const STORAGE_BACKOFF_MS = { first: 1000, max: 60_000 };
 
@@ -108,6 +117,7 @@ export class Scheduler {
   private readonly store: Store;
   private readonly machine: TaskMachine;
   private readonly engine: Engine;
+  private queue: FairQueue | null = null;
 
   constructor(private readonly core: TaskCore, private readonly options: { parallel: number; log: SchedulerLog }) {
     this.store = core.store;
@@ -116,11 +126,15 @@ export class Scheduler {
   }
 
   start(): void {
+    this.queue = new FairQueue(this.store);
     this.engine.onCapacity(() => this.pump());
     // A cancel accepted anywhere (HTTP, a disconnecting client) reaches the worker here.
     this.core.bus.onAnyTask((task) => {
       if (task.status === 'cancelling') this.claims.get(task.id)?.abort.abort();
-      else if (task.status === 'queued') this.pump();
+      else if (task.status === 'queued') {
+        this.queue?.noteQueued(task.clientId);
+        this.pump();
+      }
     });
     this.pump();
   }
@@ -132,13 +146,15 @@ export class Scheduler {
 
   /** Fills free slots with the next runnable tasks. */
   pump(): void {
-    if (this.stopped || Date.now() < this.pausedUntil) return;
+    if (this.stopped || !this.queue || Date.now() < this.pausedUntil) return;
     while (this.claims.size < this.options.parallel) {
-      const task = this.store.tasks.nextRunnable(this.claims.keys());
+      // Tasks resumed at startup first, then the queue, fairly between clients (LMSP 16).
+      const task = this.store.tasks.nextResumed(this.claims.keys()) ?? this.queue.next(this.claims.keys());
       if (!task) return;
       const model = this.core.registry.get(task.model);
       const lease = model ? this.engine.acquire({ id: model.id, path: model.path, digest: model.digest }) : null;
       if (model && !lease) return; // no capacity for this model yet: FIFO, so wait
+      if (task.status === 'queued') this.queue.served(task.clientId);
       const abort = new AbortController();
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
@@ -225,10 +241,10 @@ export class Scheduler {
         await this.write((c) => machine.finishCancel(c, task.id));
       } else if (error instanceof EngineError) {
         this.options.log.warn('task failed', { task: task.id, code: error.code, error: error.message });
-        await this.write((c) => machine.fail(c, task.id, error.code, error.message));
+        await this.write((c) => machine.fail(c, task.id, error.code, withoutPaths(error.message)));
       } else {
         this.options.log.error('task failed unexpectedly', { task: task.id, error: String((error as Error)?.stack ?? error) });
-        await this.write((c) => machine.fail(c, task.id, 'engine_error', (error as Error)?.message ?? String(error)));
+        await this.write((c) => machine.fail(c, task.id, 'engine_error', withoutPaths((error as Error)?.message ?? String(error))));
       }
     } catch (writeError) {
       this.options.log.error('cannot record task outcome', { task: task.id, error: String(writeError) });

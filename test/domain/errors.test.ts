@@ -9,9 +9,11 @@ const SPEC_HTTP_CODES: Record<string, number> = {
   invalid_token: 401, invalid_pairing_code: 401, insufficient_scope: 403, not_found: 404, model_not_found: 404,
   task_not_cancellable: 409, response_not_finished: 409, model_in_use: 409, idempotency_key_in_flight: 409,
   request_too_large: 413, unsupported_media_type: 415, idempotency_key_reused: 422, rate_limited: 429, storage_unavailable: 503,
+  // added by sections 2, 5, 6 and 16
+  unsupported_schema: 400, origin_not_allowed: 403, model_exists: 409, misdirected_request: 421, too_many_streams: 429, too_many_tasks: 429,
 };
 
-const SPEC_TASK_CODES = ['server_restarted', 'model_not_found', 'model_load_failed', 'model_digest_mismatch', 'context_length_exceeded', 'engine_error'];
+const SPEC_TASK_CODES = ['server_restarted', 'model_not_found', 'model_load_failed', 'model_digest_mismatch', 'context_length_exceeded', 'engine_error', 'download_failed'];
 
 describe('error codes (LMSP section 9)', () => {
   test('every code the spec names exists with its status', () => {

@@ -2,9 +2,11 @@
 import type { FastifyInstance } from 'fastify';
 import { FailureRateLimiter } from '../../src/auth/rate-limit.js';
 import { ensureOperatorToken } from '../../src/auth/clients.js';
+import { loadPairingKey } from '../../src/auth/pairing-key.js';
 import { resolveConfig } from '../../src/config.js';
 import { RunnerPool } from '../../src/engine/runner-pool.js';
 import { buildApp } from '../../src/http/app.js';
+import { ConnectionRegistry } from '../../src/http/connections.js';
 import { ModelRegistry } from '../../src/models/registry.js';
 import { Store } from '../../src/store/index.js';
 import { newTaskMachine } from '../../src/tasks/core.js';
@@ -22,10 +24,11 @@ export async function buildTestApp(dataDir: string): Promise<{ app: FastifyInsta
   ensureOperatorToken(store, dataDir);
   const engine = new RunnerPool({ slots: 1, maxLoadedModels: 1, keepAliveMs: 1000, settings: { gpu: 'cpu', threads: 1, stateDir: join(dataDir, 'state'), tokenDelayMs: 0 }, debug: config.debug });
   const silentLog = { info: () => {}, warn: () => {}, error: () => {} };
-  const core = { store, machine: newTaskMachine(store), registry, engine, bus };
+  const core = { store, machine: newTaskMachine(store), registry, engine, bus, pairingKey: loadPairingKey(dataDir) };
   const scheduler = new Scheduler(core, { parallel: 1, log: silentLog });
   const app = await buildApp({
     config, serviceId: store.db.transaction(() => store.config.ensureServiceId()), core, scheduler,
+    connections: new ConnectionRegistry({ perClient: config.maxStreamsPerClient, total: config.maxStreams }),
     pairingLimiter: new FailureRateLimiter(), logger: false, heartbeatMs: 15_000,
   });
   await app.ready();

@@ -19,7 +19,10 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
 
   app.delete('/v1/clients/:id', { config: { access: 'admin' }, schema: { params: idParams } }, async (request) => {
     const { id } = request.params as { id: string };
-    return revokeClient(core, id);
+    const revoked = await revokeClient(core, id);
+    // LMSP 4: its streams end and its connection-bound tasks are cancelled, at once.
+    context.connections.endClient(id);
+    return revoked;
   });
 
   app.post('/v1/pairing-codes', { config: { access: 'admin' }, schema: { body: pairingCodeBody } }, async (request, reply) => {
@@ -36,24 +39,20 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
 
   app.post('/v1/pair', { config: { access: 'public' }, schema: { body: pairBody } }, async (request, reply) => {
     const body = request.body as { code: string; client_name: string };
-    const address = request.ip;
-    const retryAfter = context.pairingLimiter.retryAfterSeconds(address);
-    if (retryAfter > 0) {
-      throw new ServiceError('rate_limited', `Too many failed pairing attempts; try again in ${retryAfter} s.`, {
-        headers: { 'retry-after': String(retryAfter) },
+    // LMSP 4: the attempt counts before anything is awaited, and stays counted unless it pairs.
+    const attempt = context.pairingLimiter.begin(request.ip);
+    if ('retryAfterSeconds' in attempt) {
+      throw new ServiceError('rate_limited', `Too many failed pairing attempts; try again in ${attempt.retryAfterSeconds} s.`, {
+        headers: { 'retry-after': String(attempt.retryAfterSeconds) },
       });
     }
     // Keys are scoped per pairing code; the answer holds the new token, sealed with the code.
     const normalized = normalizePairingCode(body.code);
-    const scope = `pair:${hashPairingCode(normalized ?? body.code).toString('hex')}`;
+    const scope = `pair:${hashPairingCode(normalized ?? body.code, core.pairingKey).toString('hex')}`;
     const key = idempotencyKeyOf(request, scope, context.config.idempotencyTtlMs, normalized ?? body.code);
-    try {
-      const outcome = await pairWithCode(core, body.code, body.client_name, key);
-      if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
-      return reply.code(201).send(outcome.client);
-    } catch (error) {
-      if (error instanceof ServiceError && error.code === 'invalid_pairing_code') context.pairingLimiter.recordFailure(address);
-      throw error;
-    }
+    const outcome = await pairWithCode(core, body.code, body.client_name, key);
+    attempt.succeeded();
+    if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
+    return reply.code(201).send(outcome.client);
   });
 }

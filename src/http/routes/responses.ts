@@ -6,7 +6,9 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CreateResponseBody, InputItemList } from '../../api/types.js';
 import { toResponseObject } from '../../api/views.js';
+import type { Client } from '../../domain/clients.js';
 import { ServiceError } from '../../domain/errors.js';
+import type { StoredResponse } from '../../domain/responses.js';
 import type { Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
@@ -33,38 +35,51 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   const { core } = context;
 
   /** Replays a stored create: the same body, or for a streaming create its events from the start. */
-  const replayCreate = async (reply: FastifyReply, answer: StoredAnswer): Promise<FastifyReply | void> => {
+  const replayCreate = async (reply: FastifyReply, client: Client, answer: StoredAnswer, place: (() => void) | undefined): Promise<FastifyReply | void> => {
     if (answer.streamTaskId) {
-      await streamTaskEvents(context, reply, answer.streamTaskId, 0, { 'idempotent-replayed': 'true' });
+      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers: { 'idempotent-replayed': 'true' }, ...(place ? { place } : {}) });
       return;
     }
+    place?.();
     return sendStoredAnswer(reply, answer);
   };
 
   app.post('/v1/responses', { config: { access: 'responses' }, schema: { body: createResponseBody } }, async (request, reply) => {
+    const client = clientOf(request);
+    const body = request.body as CreateResponseBody;
     const key = clientKeyOf(request, context);
-    const created = await createResponse(core, clientOf(request), request.body as CreateResponseBody, key);
-    if ('replay' in created) return replayCreate(reply, created.replay);
+    // LMSP 16: a stream's place is taken before anything is written, so a refusal leaves nothing behind.
+    const place = body.stream ? context.connections.openStream(client.id) : undefined;
+    let created: Awaited<ReturnType<typeof createResponse>>;
+    try {
+      created = await createResponse(core, client, body, key, { maxUnfinishedTasks: context.config.maxUnfinishedTasksPerClient });
+    } catch (error) {
+      place?.();
+      throw error;
+    }
+    if ('replay' in created) return replayCreate(reply, client, created.replay, place);
     const { response, task } = created;
     if (response.background && !response.stream) {
       return reply.code(202).header('location', responseLocation(response.id)).send(toResponseObject(response, task, ''));
     }
-    if (response.stream) return streamCreated(reply, task, response.background, response.store, key);
-    return waitAndAnswer(reply, task, response.store, key);
+    if (response.stream) return streamCreated(reply, client, task, response, key, place!);
+    return waitAndAnswer(reply, client, task, response.store, key);
   });
 
   /** `stream: true`: the log from `response.created` on; without `background`, leaving cancels. */
-  async function streamCreated(reply: FastifyReply, task: Task, background: boolean, storeResponse: boolean,
-    key: IdempotencyKey | null): Promise<void> {
-    const { clientGone } = await streamTaskEvents(context, reply, task.id, 0, { location: responseLocation(task.responseId) });
-    if (background) return;
+  async function streamCreated(reply: FastifyReply, client: Client, task: Task, response: StoredResponse,
+    key: IdempotencyKey | null, place: () => void): Promise<void> {
+    const { clientGone } = await streamTaskEvents(context, reply, client, task.id, 0, {
+      headers: { location: responseLocation(task.responseId) }, place,
+    });
+    if (response.background) return;
     await settleResponseRequest(core, task, key, {
-      clientGone: () => clientGone, storeResponse, answerOf: () => ({ status: 200, streamTaskId: task.id }),
+      clientGone: () => clientGone, storeResponse: response.store, answerOf: () => ({ status: 200, streamTaskId: task.id }),
     }).catch(() => undefined);
   }
 
   /** Neither stream nor background: wait, then 200 with the finished response, whatever its status. */
-  async function waitAndAnswer(reply: FastifyReply, task: Task, storeResponse: boolean,
+  async function waitAndAnswer(reply: FastifyReply, client: Client, task: Task, storeResponse: boolean,
     key: IdempotencyKey | null): Promise<FastifyReply | void> {
     let clientGone = false;
     const onClose = () => {
@@ -73,12 +88,15 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
       void cancelForDisconnect(core, task.id);
     };
     reply.raw.on('close', onClose);
+    // Revoking the client ends the request: its task is cancelled as on a disconnect (LMSP 4).
+    const unbind = context.connections.bind(client.id, () => reply.raw.destroy());
     const { finished, answer } = await settleResponseRequest(core, task, key, {
       clientGone: () => clientGone,
       storeResponse,
       answerOf: (done) => ({ status: 200, body: responseView(core, done) }),
     });
     reply.raw.off('close', onClose);
+    unbind();
     if (clientGone) return;
     if (!finished || !answer) throw new ServiceError('not_found', 'The response was deleted before it finished.');
     return reply.code(200).send(answer.body);
@@ -90,9 +108,10 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
     const query = request.query as { stream?: boolean; starting_after?: number };
-    const task = visibleTaskOfResponse(core, clientOf(request), id);
+    const client = clientOf(request);
+    const task = visibleTaskOfResponse(core, client, id);
     if (query.stream) {
-      await streamTaskEvents(context, reply, task.id, streamStart(request, query.starting_after));
+      await streamTaskEvents(context, reply, client, task.id, streamStart(request, query.starting_after));
       return;
     }
     return responseView(core, task);

@@ -34,9 +34,10 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
     const query = request.query as { starting_after: number; limit: number; stream?: boolean };
-    const task = visibleTask(core, clientOf(request), id);
+    const client = clientOf(request);
+    const task = visibleTask(core, client, id);
     if (query.stream === true || (request.headers.accept ?? '').includes('text/event-stream')) {
-      await streamTaskEvents(context, reply, task.id, streamStart(request, query.starting_after));
+      await streamTaskEvents(context, reply, client, task.id, streamStart(request, query.starting_after));
       return;
     }
     return taskEventsPage(core, task, query.starting_after, query.limit);

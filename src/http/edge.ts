@@ -1,0 +1,111 @@
+/**
+ * The edge of the HTTP server: what is decided before a route runs or where no route can run.
+ *
+ * - Refusals a client can read (LMSP 2, 9): an answer given before the body was read (413, 415,
+ *   401, 421, 403) waits until the client has finished sending it, up to 4x the body limit, so
+ *   the client reads the answer instead of a broken pipe; past that bound the connection closes.
+ * - Errors of the HTTP parser itself (headers too large, a malformed request line or
+ *   Content-Length, a timeout) in the LMSP error shape.
+ * - Timeouts chosen on purpose: headers within 10 s and the whole request within 60 s bound a
+ *   slow client; an idle kept-alive connection stays open 75 s, longer than the connection
+ *   pools of the clients people use keep theirs (undici, and so the `openai` package, 4 s; Node's
+ *   http agent 5 s), so a reused connection never meets one the service has just closed.
+ * - JSON nested deeper than 64 levels is refused before it is parsed (LMSP section 2).
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { ERROR_CODES, ServiceError, type ErrorCode } from '../domain/errors.js';
+
+export const HEADERS_TIMEOUT_MS = 10_000;
+export const REQUEST_TIMEOUT_MS = 60_000;
+export const KEEP_ALIVE_TIMEOUT_MS = 75_000;
+/** How often Node checks the two timeouts above: a slow client is cut within a second of them. */
+export const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+/** An answer given before the body was read waits for at most this many times the body limit. */
+export const DRAIN_FACTOR = 4;
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `max`, found by one pass over the text
+ * (strings skipped), so that neither the parser nor anything after it ever recurses that deep.
+ */
+export function jsonDepthExceeds(text: string, max = MAX_JSON_DEPTH): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === 0x5c) i += 1; // backslash: skip the escaped character
+      else if (code === 0x22) inString = false;
+    } else if (code === 0x22) {
+      inString = true;
+    } else if (code === 0x5b || code === 0x7b) {
+      depth += 1;
+      if (depth > max) return true;
+    } else if (code === 0x5d || code === 0x7d) {
+      depth -= 1;
+    }
+  }
+  return false;
+}
+
+/**
+ * Reads and discards what is left of a request's body, up to `bound` bytes. Resolves true once
+ * the client has sent all of it, false when it sends more than the bound (the connection must
+ * then close).
+ */
+export function drainRequest(raw: IncomingMessage, bound: number): Promise<boolean> {
+  if (raw.complete || raw.destroyed || raw.readableEnded) return Promise.resolve(true);
+  const declared = Number(raw.headers['content-length']);
+  if (Number.isFinite(declared) && declared > bound) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let seen = 0;
+    const finish = (drained: boolean) => {
+      raw.off('data', onData);
+      raw.off('end', onEnd);
+      raw.off('error', onEnd);
+      raw.off('close', onEnd);
+      resolve(drained);
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > bound) finish(false);
+    };
+    const onEnd = () => finish(raw.complete);
+    raw.on('data', onData);
+    raw.once('end', onEnd);
+    raw.once('error', onEnd);
+    raw.once('close', onEnd);
+    raw.resume();
+  });
+}
+
+function rawErrorResponse(status: number, code: ErrorCode, message: string): string {
+  const body = JSON.stringify(new ServiceError(code, message).toBody());
+  const reason = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[status] ?? 'Error';
+  return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
+/**
+ * Errors of Node's HTTP parser, answered in the LMSP shape (Fastify's default answers in its
+ * own). The connection closes after the answer, as Node itself does: the request cannot be
+ * read further.
+ */
+export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  let response: string;
+  if (error.code === 'HPE_HEADER_OVERFLOW') {
+    response = rawErrorResponse(431, 'request_header_too_large', ERROR_CODES.request_header_too_large.message);
+  } else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    response = rawErrorResponse(408, 'request_timeout', ERROR_CODES.request_timeout.message);
+  } else {
+    const what = error.code === 'HPE_INVALID_CONTENT_LENGTH' || error.code === 'HPE_UNEXPECTED_CONTENT_LENGTH'
+      ? 'The Content-Length header is not valid.'
+      : 'The request is not valid HTTP.';
+    response = rawErrorResponse(400, 'invalid_request', what);
+  }
+  // As Node does: answer unless a response is already under way on this connection.
+  const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !current?.headersSent) socket.end(response);
+  else socket.destroy();
+}

@@ -1,0 +1,86 @@
+/**
+ * Hostile pages and neighbours (LMSP section 2). A page of another site can make a browser send
+ * requests to 127.0.0.1 (CSRF), and through DNS rebinding even read the answers under a name it
+ * controls. So, before anything else:
+ *
+ * - a `Host` that is not `localhost`, `127.0.0.1` or `[::1]` (any port), the address the service
+ *   listens on (any address of this machine when it listens on all of them) or a name of
+ *   `--allowed-hosts` gets 421 `misdirected_request`: a rebound name never reaches a route;
+ * - an `Origin` other than the service's own (`http://` + the request's allowed Host) or one of
+ *   `--allowed-origins` gets 403 `origin_not_allowed`, before the pairing limiter or any token is
+ *   looked at, so a page cannot even burn the pairing limiter;
+ * - CORS headers go only to the allowed other origins, and their preflights are answered here.
+ */
+import { networkInterfaces } from 'node:os';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ServiceError } from '../domain/errors.js';
+
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
+const ALL_INTERFACES = new Set(['0.0.0.0', '::', '[::]']);
+
+const CORS_ALLOW_HEADERS = 'authorization, content-type, idempotency-key, last-event-id, accept';
+const CORS_EXPOSE_HEADERS = 'location, lmsp-task-id, idempotent-replayed, retry-after, x-should-retry';
+const CORS_METHODS = 'GET, POST, DELETE, OPTIONS';
+
+/** `name` of a Host header value, lower case, IPv6 kept in brackets; null when malformed. */
+export function hostName(host: string): string | null {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(host.trim());
+  return match ? match[1]!.toLowerCase() : null;
+}
+
+function bracketed(address: string): string {
+  return address.includes(':') && !address.startsWith('[') ? `[${address}]` : address;
+}
+
+/** The host names this service answers to. */
+export function allowedHostNames(listenHost: string, extra: readonly string[]): Set<string> {
+  const names = new Set([...LOOPBACK_NAMES, ...extra.map((name) => bracketed(name.toLowerCase()))]);
+  const listen = bracketed(listenHost.toLowerCase());
+  if (ALL_INTERFACES.has(listen)) {
+    // Listening everywhere: this machine's own addresses, as literals, are its names. A rebound
+    // DNS name is never an address literal, so this opens nothing to a hostile page.
+    for (const addresses of Object.values(networkInterfaces())) {
+      for (const address of addresses ?? []) names.add(bracketed(address.address.toLowerCase().replace(/%.*$/, '')));
+    }
+  } else {
+    names.add(listen);
+  }
+  return names;
+}
+
+export interface OriginPolicy {
+  listenHost: string;
+  allowedHosts: readonly string[];
+  allowedOrigins: readonly string[];
+}
+
+function setCors(reply: FastifyReply, origin: string): void {
+  reply.header('access-control-allow-origin', origin);
+  reply.header('vary', 'Origin');
+  reply.header('access-control-expose-headers', CORS_EXPOSE_HEADERS);
+}
+
+export function registerGuards(app: FastifyInstance, policy: OriginPolicy): void {
+  const hosts = allowedHostNames(policy.listenHost, policy.allowedHosts);
+  const crossOrigins = new Set(policy.allowedOrigins);
+
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    const host = request.headers.host;
+    const name = host ? hostName(host) : null;
+    if (!name || !hosts.has(name)) {
+      throw new ServiceError('misdirected_request', `The Host '${String(host ?? '')}' is not served here.`);
+    }
+    const origin = request.headers.origin;
+    if (origin === undefined) return;
+    if (origin === `http://${host!.trim().toLowerCase()}`) return;
+    if (!crossOrigins.has(origin)) throw new ServiceError('origin_not_allowed', `Requests from the origin '${origin}' are not allowed.`);
+    setCors(reply, origin);
+    if (request.method === 'OPTIONS') {
+      // A preflight of an allowed origin: answered here, before auth (browsers send no token).
+      reply.header('access-control-allow-methods', CORS_METHODS);
+      reply.header('access-control-allow-headers', CORS_ALLOW_HEADERS);
+      reply.header('access-control-max-age', '600');
+      return reply.code(204).send();
+    }
+  });
+}
