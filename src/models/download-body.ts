@@ -12,6 +12,11 @@ import type { BodyPlan } from './download-plan.js';
 import type { PartialSink } from './partial-file.js';
 
 export const GGUF_MAGIC = Buffer.from('GGUF', 'latin1');
+/**
+ * The partial file is flushed to disk in the background every this many bytes, so that the
+ * fsync before the rename has little left to write instead of the whole file.
+ */
+const FLUSH_BEHIND_BYTES = 32 << 20;
 
 export interface DownloadProgress {
   /** Bytes of the file on disk so far, resumed ones included. */
@@ -104,6 +109,7 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
   };
   stream.on('error', onWritten);
   progress.begin(state.size);
+  let unflushed = 0;
   // 'data' events rather than an async iterator: each chunk moves into the file stream's buffer
   // as it is parsed, so a connection that drops does not take unread chunks down with it (a
   // destroyed response discards what it buffered). The socket is paused only while the disk
@@ -133,6 +139,11 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
       state.hash.update(chunk);
       state.size += chunk.length;
       progress.update(state.size, plan.totalBytes);
+      unflushed += chunk.length;
+      if (unflushed >= FLUSH_BEHIND_BYTES) {
+        unflushed = 0;
+        sink.flushBehind?.();
+      }
       if (!stream.write(chunk, onWritten) && !response.isPaused()) {
         response.pause();
         stream.once('drain', resume);

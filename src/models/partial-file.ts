@@ -17,6 +17,8 @@ export interface PartialSink {
   sync(): Promise<void>;
   /** Closes the file once the stream is done or destroyed; never throws. */
   close(): Promise<void>;
+  /** Starts flushing what is written so far to disk in the background (optional). */
+  flushBehind?(): void;
 }
 
 export type OpenPartialSink = (path: string, mode: 'append' | 'truncate') => Promise<PartialSink>;
@@ -28,9 +30,17 @@ export const openPartialFile: OpenPartialSink = async (path, mode) => {
   const handle = await open(path, mode === 'append' ? 'a' : 'w', 0o644);
   const stream = handle.createWriteStream({ autoClose: false, highWaterMark: WRITE_BUFFER_BYTES });
   let closing: Promise<void> | null = null;
+  let flushing: Promise<void> | null = null;
   return {
     stream,
-    sync: () => handle.sync(),
+    // Errors of a background flush come back from this final one.
+    sync: async () => {
+      await flushing;
+      await handle.sync();
+    },
+    flushBehind() {
+      flushing ??= handle.datasync().catch(() => undefined).finally(() => (flushing = null));
+    },
     close() {
       closing ??= (async () => {
         // A destroyed stream may still have a write in flight; its 'close' comes after it.
@@ -39,6 +49,7 @@ export const openPartialFile: OpenPartialSink = async (path, mode) => {
           if (!stream.destroyed) stream.destroy();
           await closed;
         }
+        await flushing;
         await handle.close().catch(() => undefined);
       })();
       return closing;
