@@ -110,6 +110,8 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
   stream.on('error', onWritten);
   progress.begin(state.size);
   let unflushed = 0;
+  /** An error of this side (a check, or the caller's callback) rather than of the connection. */
+  let stopped: { error: unknown } | null = null;
   // 'data' events rather than an async iterator: each chunk moves into the file stream's buffer
   // as it is parsed, so a connection that drops does not take unread chunks down with it (a
   // destroyed response discards what it buffered). The socket is paused only while the disk
@@ -131,14 +133,16 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
         if (plan.bodyBytes !== null && received > plan.bodyBytes) {
           throw new DownloadError('length_mismatch', `${describeUrl(opened.url)} sent more than the ${plan.bodyBytes} bytes it declared`);
         }
+        state.hash.update(chunk);
+        state.size += chunk.length;
+        progress.update(state.size, plan.totalBytes);
       } catch (error) {
+        // A check that failed, or the caller's progress callback: never an uncaught exception.
+        stopped = { error };
         opened.discard();
         done(error);
         return;
       }
-      state.hash.update(chunk);
-      state.size += chunk.length;
-      progress.update(state.size, plan.totalBytes);
       unflushed += chunk.length;
       if (unflushed >= FLUSH_BEHIND_BYTES) {
         unflushed = 0;
@@ -162,7 +166,8 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
   });
   try {
     if (writeError) throw fileFailure(writeError);
-    if (failure instanceof DownloadError) throw failure;
+    const own = stopped as { error: unknown } | null; // assigned in the 'data' handler
+    if (own) throw own.error;
     await endStream(stream).catch((error: NodeJS.ErrnoException) => {
       throw fileFailure(error);
     });

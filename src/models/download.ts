@@ -31,8 +31,17 @@
  * - Progress: `onProgress` at most once per `progressIntervalMs` (default 1000), and only when
  *   bytes arrived since the last call, with the bytes of the file so far, the total when known,
  *   and the rate over that interval.
- * - A target that already exists is never overwritten (`target_exists`). Two downloads of the
+ * - Durability: the partial file is flushed in the background every 32 MiB, fsynced before it
+ *   is moved, and the folder fsynced after; the move is a hard link then an unlink, so a
+ *   target that already exists is never overwritten (`target_exists`). Two downloads of the
  *   same id at once are the caller's to prevent.
+ *
+ * Written on node:http rather than node-llama-cpp's downloader (`createModelDownloader`, on
+ * `ipull`): ipull writes to a `.ipull` file of its own naming with its progress stored inside
+ * it, fetches a file in three parallel ranges by default (so it cannot be hashed as it
+ * arrives, and a resume would re-read it anyway), renames it into place before the caller could
+ * verify it, leaves the token to fetch's own redirect handling, and has no If-Range, no early
+ * magic check and no way to tell a dropped connection from a final failure.
  */
 import { createHash } from 'node:crypto';
 import { mkdir, stat } from 'node:fs/promises';

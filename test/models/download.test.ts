@@ -218,6 +218,17 @@ describe('model download (LMSP 5.1)', () => {
     assert.ok(!existsSync(partialPathOf(modelsDir, 'tiny')) && !existsSync(modelPathOf(modelsDir, 'tiny')));
   }, 'pull-record'));
 
+  test('an error thrown by the progress callback ends the download with that error, not the process', () => withDataDir(async (modelsDir) => {
+    const path = '/progress-throws/tiny.gguf';
+    server.serve(path, MODEL);
+    server.behaveOnce(path, { bytesPerSecond: 1_000_000 });
+    const broken = new Error('the progress bar broke');
+    const error = await downloadModel(options(modelsDir, path, { progressIntervalMs: 0, onProgress: () => { throw broken; } })).catch((caught: unknown) => caught);
+    assert.equal(error, broken);
+    assert.equal(server.requestsTo(path)[0]!.completed, false, 'the transfer was stopped');
+    assert.ok(!existsSync(modelPathOf(modelsDir, 'tiny')));
+  }, 'pull-progress-throws'));
+
   test('a resume record of another URL is not used: the download starts over', () => withDataDir(async (modelsDir) => {
     const path = '/other/tiny.gguf';
     server.serve(path, MODEL);
