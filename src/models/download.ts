@@ -12,8 +12,8 @@
  *   before); a 206 from that offset is appended, a 200 starts the file over from byte 0, and a
  *   416 naming exactly the partial's size means the file is already whole. A range answer that
  *   cannot be used (another offset, another ETag or size) starts over with a plain GET. Node's
- *   Hash cannot be saved, so a resume first re-hashes the partial file (about 1.5 GB/s with
- *   SHA-NI; bench/pull.ts measures it), overlapped with opening the request.
+ *   Hash cannot be saved, so a resume first re-hashes the partial file (at the speed of SHA-256
+ *   over the page cache; bench/pull.ts measures it), overlapped with opening the request.
  * - Resume state: `onResumeState` receives the URL, validator and total size of every answer
  *   before its first byte is written, and the download waits for it, so a caller that commits
  *   it to its database never holds bytes on disk that its record does not describe. The caller
