@@ -113,7 +113,9 @@ export const TASK_ERROR_CODES = [
   'model_digest_mismatch',
   'context_length_exceeded',
   'engine_error',
+  // LMSP 5.1: a model pull fails with these as well.
   'download_failed',
+  'invalid_model_file',
 ] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 

@@ -14,13 +14,15 @@ const SPEC_HTTP_CODES: Record<string, number> = {
 };
 
 const SPEC_TASK_CODES = ['server_restarted', 'model_not_found', 'model_load_failed', 'model_digest_mismatch', 'context_length_exceeded', 'engine_error', 'download_failed'];
+/** LMSP 5.1: a pulled file is "validated as above", which fails with the registry's code. */
+const PULL_TASK_CODES = ['invalid_model_file'];
 
 describe('error codes (LMSP section 9)', () => {
   test('every code the spec names exists with its status', () => {
     for (const [code, status] of Object.entries(SPEC_HTTP_CODES)) {
       assert.equal(ERROR_CODES[code as keyof typeof ERROR_CODES]?.status, status, code);
     }
-    assert.deepEqual([...TASK_ERROR_CODES].sort(), [...SPEC_TASK_CODES].sort());
+    assert.deepEqual([...TASK_ERROR_CODES].sort(), [...SPEC_TASK_CODES, ...PULL_TASK_CODES].sort());
   });
 
   test('every code is documented in docs/errors.md with the same status', () => {

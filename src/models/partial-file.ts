@@ -1,0 +1,123 @@
+/**
+ * The partial file of a pull (LMSP 5.1: `<id>.gguf.partial` in the models directory): the bytes
+ * received so far, always a prefix of the remote file, so its size alone says where a resume
+ * starts. Written through a stream with backpressure, flushed to disk before it is renamed into
+ * place, and never renamed over an existing file.
+ */
+import { createHash, type Hash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { link, open, rename, rm, stat, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import type { Writable } from 'node:stream';
+
+/** Where downloaded bytes go. Tests substitute one that fails like a full disk. */
+export interface PartialSink {
+  stream: Writable;
+  /** Flushes the file to stable storage (after the stream has finished). */
+  sync(): Promise<void>;
+  /** Closes the file once the stream is done or destroyed; never throws. */
+  close(): Promise<void>;
+  /** Starts flushing what is written so far to disk in the background (optional). */
+  flushBehind?(): void;
+}
+
+export type OpenPartialSink = (path: string, mode: 'append' | 'truncate') => Promise<PartialSink>;
+
+/** 4 MiB of buffered writes: few system calls, and a bounded amount of memory per download. */
+const WRITE_BUFFER_BYTES = 4 << 20;
+
+export const openPartialFile: OpenPartialSink = async (path, mode) => {
+  const handle = await open(path, mode === 'append' ? 'a' : 'w', 0o644);
+  const stream = handle.createWriteStream({ autoClose: false, highWaterMark: WRITE_BUFFER_BYTES });
+  let closing: Promise<void> | null = null;
+  let flushing: Promise<void> | null = null;
+  return {
+    stream,
+    // Errors of a background flush come back from this final one.
+    sync: async () => {
+      await flushing;
+      await handle.sync();
+    },
+    flushBehind() {
+      flushing ??= handle.datasync().catch(() => undefined).finally(() => (flushing = null));
+    },
+    close() {
+      closing ??= (async () => {
+        // A destroyed stream may still have a write in flight; its 'close' comes after it.
+        if (!stream.closed) {
+          const closed = new Promise<void>((resolve) => stream.once('close', () => resolve()));
+          if (!stream.destroyed) stream.destroy();
+          await closed;
+        }
+        await flushing;
+        await handle.close().catch(() => undefined);
+      })();
+      return closing;
+    },
+  };
+};
+
+/** The size of the partial file, 0 when there is none. */
+export async function partialSize(path: string): Promise<number> {
+  try {
+    return (await stat(path)).size;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw error;
+  }
+}
+
+export interface HashedPrefix {
+  hash: Hash;
+  /** The first bytes of the file (at most 4), for the GGUF magic. */
+  head: Buffer;
+}
+
+/**
+ * Hashes the first `bytes` bytes of a partial file. Node's Hash cannot be saved and restored, so
+ * a resume reads back what is on disk (at the speed of SHA-256 over the page cache or the disk).
+ */
+export async function hashPrefix(path: string, bytes: number, signal: AbortSignal): Promise<HashedPrefix> {
+  const hash = createHash('sha256');
+  let head = Buffer.alloc(0);
+  if (bytes === 0) return { hash, head };
+  for await (const chunk of createReadStream(path, { start: 0, end: bytes - 1, highWaterMark: 1 << 20, signal })) {
+    const buffer = chunk as Buffer;
+    if (head.length < 4) head = Buffer.concat([head, buffer.subarray(0, 4 - head.length)]);
+    hash.update(buffer);
+  }
+  return { hash, head };
+}
+
+async function syncFolder(folder: string): Promise<void> {
+  // Some platforms cannot open or fsync a folder; the rename then is as durable as they allow.
+  const handle = await open(folder, 'r').catch(() => null);
+  if (!handle) return;
+  await handle.sync().catch(() => undefined);
+  await handle.close().catch(() => undefined);
+}
+
+/**
+ * Moves the finished partial file to its final name, refusing to replace an existing file: a
+ * hard link fails with EEXIST atomically, where a rename would silently overwrite. File systems
+ * without hard links fall back to a check then a rename.
+ */
+export async function publishPartial(partial: string, target: string): Promise<'published' | 'exists'> {
+  try {
+    await link(partial, target);
+    await unlink(partial);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return 'exists';
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS' && code !== 'EXDEV') throw error;
+    if (await stat(target).then(() => true, () => false)) return 'exists';
+    await rename(partial, target);
+  }
+  await syncFolder(dirname(target));
+  return 'published';
+}
+
+/** Removes a partial file after a final failure; a missing one is fine. */
+export async function removePartial(path: string): Promise<void> {
+  await rm(path, { force: true });
+}
