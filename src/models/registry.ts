@@ -9,11 +9,11 @@ import { ServiceError, invalidRequest } from '../api/errors.js';
 import type { ModelObject } from '../api/types.js';
 import { EngineError } from '../engine/engine.js';
 import { writeGgufFile } from '../engine/gguf-writer.js';
-import { buildSyntheticModel, LMSP_TINY, syntheticModelFacts } from '../engine/synthetic-model.js';
+import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
 import { MODEL_ID_PATTERN } from '../ids.js';
 import type { Store, WriteContext } from '../store/index.js';
 import { nowSeconds } from '../time.js';
-import { readGgufFacts } from './gguf.js';
+import { readGgufFacts, validateBeforeLoad } from './gguf.js';
 import { hashFile, type HashProgress } from './hashing.js';
 import type { Model } from './types.js';
 
@@ -153,13 +153,14 @@ export class ModelRegistry {
       info = await stat(model.path);
     } catch {
       await this.store.db.write(() => this.store.models.setStatus(id, 'missing'));
-      throw new EngineError('model_not_found', `the file of model '${id}' is missing: ${model.path}`);
+      throw new EngineError('model_not_found', `the file of model '${id}' is missing`);
     }
     if (info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) {
       if (model.status === 'digest_mismatch') {
         throw new EngineError('model_digest_mismatch', `the file of model '${id}' does not match its digest ${model.digest}`);
       }
       if (model.status === 'missing') await this.store.db.write(() => this.store.models.setStatus(id, 'ready'));
+      await validateBeforeLoad(model);
       return model;
     }
     const digest = await hashFile(model.path);
@@ -167,6 +168,7 @@ export class ModelRegistry {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
     }
+    await validateBeforeLoad(model);
     const updated: Model = { ...model, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
@@ -183,8 +185,8 @@ export class ModelRegistry {
     const written = !existsSync(path);
     if (written) writeGgufFile(path, buildSyntheticModel(LMSP_TINY));
     if (!this.store.models.get(BUILTIN_MODEL_ID)) {
-      // Facts of a file we just wrote are known; reading them would load node-llama-cpp here.
-      const facts = written ? syntheticModelFacts(LMSP_TINY) : await readGgufFacts(path);
+      // LMSP 5: every file goes through the validator, ours too (one left from an earlier start may be anything).
+      const facts = await readGgufFacts(path);
       const digest = await hashFile(path);
       const info = await stat(path);
       const now = nowSeconds();
