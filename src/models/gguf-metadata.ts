@@ -52,23 +52,23 @@ export class HeaderReader {
    * Makes `bytes` bytes at the position readable, or fails naming what the file ends inside.
    * Returns nothing when they are already in the window, so that hot loops need not await.
    */
-  need(bytes: number, what: string): Promise<void> | undefined {
+  need(bytes: number, what: () => string): Promise<void> | undefined {
     const { cursor } = this;
     if (bytes > cursor.remaining) {
-      throw invalidModelFile(`the file ends inside ${what} at byte ${cursor.position} (${bytes} bytes needed, ${cursor.remaining} remain; truncated?)`);
+      throw invalidModelFile(`the file ends inside ${what()} at byte ${cursor.position} (${bytes} bytes needed, ${cursor.remaining} remain; truncated?)`);
     }
     return bytes > cursor.buffered ? cursor.load(bytes) : undefined;
   }
 
   /** Reads a length field and checks that the bytes it declares follow it in the file. */
-  async length(what: string, limit: number): Promise<number> {
+  async length(what: () => string, limit: number): Promise<number> {
     const at = this.cursor.position;
     await this.need(8, what);
     const bytes = this.cursor.u64();
     if (bytes > this.cursor.remaining) {
-      throw invalidModelFile(`${what} at byte ${at} declares ${count(bytes)} bytes but only ${this.cursor.remaining} remain`);
+      throw invalidModelFile(`${what()} at byte ${at} declares ${count(bytes)} bytes but only ${this.cursor.remaining} remain`);
     }
-    if (bytes > limit) throw invalidModelFile(`${what} at byte ${at} declares ${count(bytes)} bytes (at most ${limit})`);
+    if (bytes > limit) throw invalidModelFile(`${what()} at byte ${at} declares ${count(bytes)} bytes (at most ${limit})`);
     return bytes;
   }
 
@@ -80,7 +80,7 @@ export class HeaderReader {
     const { cursor } = this;
     if (cursor.size === 0) throw invalidModelFile('the file is empty');
     if (cursor.size < GGUF_FIXED_HEADER_BYTES) throw invalidModelFile(`the file is too short to be GGUF (${cursor.size} bytes)`);
-    await this.need(GGUF_FIXED_HEADER_BYTES, 'the GGUF header');
+    await this.need(GGUF_FIXED_HEADER_BYTES, () => 'the GGUF header');
     if (cursor.text(4, 'latin1') !== GGUF_MAGIC) throw invalidModelFile('it does not start with the GGUF magic');
     this.version = cursor.u32();
     if (this.version !== 2 && this.version !== 3) {
@@ -106,14 +106,14 @@ export class HeaderReader {
   private async readEntry(index: number): Promise<void> {
     const { cursor } = this;
     const at = cursor.position;
-    const bytes = await this.length(`metadata key #${index}`, MAX_KEY_BYTES);
+    const bytes = await this.length(() => `metadata key #${index}`, MAX_KEY_BYTES);
     if (bytes === 0) throw invalidModelFile(`metadata key #${index} at byte ${at} is empty`);
-    await this.need(bytes, `metadata key #${index}`);
+    await this.need(bytes, () => `metadata key #${index}`);
     const key = cursor.text(bytes, 'latin1');
     if (!PRINTABLE_ASCII.test(key)) throw invalidModelFile(`metadata key #${index} at byte ${at} is not printable ASCII`);
     if (this.keys.has(key)) throw invalidModelFile(`the metadata key ${quote(key)} at byte ${at} appears twice`);
     this.keys.add(key);
-    await this.need(4, `the type of ${quote(key)}`);
+    await this.need(4, () => `the type of ${quote(key)}`);
     const type = cursor.u32();
     await this.readValue(key, type, 1);
   }
@@ -127,7 +127,7 @@ export class HeaderReader {
     if (key === 'general.architecture' && depth === 1) this.architectureType = type;
     const size = GGUF_VALUE_BYTES[type];
     if (size !== undefined) {
-      await this.need(size, `the value of ${quote(key)}`);
+      await this.need(size, () => `the value of ${quote(key)}`);
       if (type === GGUF_TYPE_BOOL) return this.checkBools(key, 1);
       if (depth === 1 && GGUF_INTEGER_TYPES.has(type)) return this.readInteger(key, type, size, at);
       cursor.skip(size);
@@ -154,7 +154,7 @@ export class HeaderReader {
 
   private async readString(key: string, depth: number): Promise<void> {
     const { cursor } = this;
-    const bytes = await this.length(`the string value of ${quote(key)}`, MAX_STRING_BYTES);
+    const bytes = await this.length(() => `the string value of ${quote(key)}`, MAX_STRING_BYTES);
     const kept = depth === 1 && (key === 'general.architecture' || key === 'tokenizer.ggml.model');
     if (depth === 1 && key === 'tokenizer.chat_template') this.hasChatTemplate = true;
     if (!kept || bytes > MAX_FACT_BYTES) {
@@ -164,7 +164,7 @@ export class HeaderReader {
       cursor.skip(bytes);
       return;
     }
-    await this.need(bytes, `the string value of ${quote(key)}`);
+    await this.need(bytes, () => `the string value of ${quote(key)}`);
     const text = cursor.text(bytes, 'utf8');
     if (key === 'tokenizer.ggml.model') {
       this.tokenizerModel = text;
@@ -178,7 +178,7 @@ export class HeaderReader {
     const { cursor } = this;
     const at = cursor.position;
     if (depth > MAX_ARRAY_DEPTH) throw invalidModelFile(`the value of ${quote(key)} nests arrays more than ${MAX_ARRAY_DEPTH} deep`);
-    await this.need(12, `the array ${quote(key)}`);
+    await this.need(12, () => `the array ${quote(key)}`);
     const itemType = cursor.u32();
     const items = cursor.u64();
     const itemName = GGUF_VALUE_TYPES[itemType];
@@ -204,7 +204,7 @@ export class HeaderReader {
     const { cursor } = this;
     let left = items;
     while (left > 0) {
-      const pending = this.need(1, `the value of ${quote(key)}`);
+      const pending = this.need(1, () => `the value of ${quote(key)}`);
       if (pending) await pending;
       const chunk = cursor.peek(Math.min(left, cursor.buffered));
       const bad = chunk.findIndex((byte) => byte > 1);
@@ -219,7 +219,7 @@ export class HeaderReader {
     const { cursor } = this;
     for (let index = 0; index < items; index++) {
       const at = cursor.position;
-      const pending = this.need(8, `item ${index} of ${quote(key)}`);
+      const pending = this.need(8, () => `item ${index} of ${quote(key)}`);
       if (pending) await pending;
       const bytes = cursor.u64();
       if (bytes > cursor.remaining) {
