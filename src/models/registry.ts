@@ -4,7 +4,7 @@
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
-import { basename, join, sep } from 'node:path';
+import { basename, join, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../api/errors.js';
 import type { ModelObject } from '../api/types.js';
 import { EngineError } from '../engine/engine.js';
@@ -74,18 +74,17 @@ export class ModelRegistry {
     if (input.id !== undefined && !MODEL_ID_PATTERN.test(input.id)) {
       throw invalidRequest('id', 'model ids are 1-128 characters of a-z, 0-9, ".", "_", ":" and "-", starting with a letter or digit');
     }
+    const folder = options.restrictToModelsDir ? await realpath(this.modelsDir).catch(() => this.modelsDir) : null;
+    const outside = () => invalidRequest('path', `the file must lie inside the models directory (${folder}), after resolving links`);
     let resolved: string;
     try {
       resolved = await realpath(input.path);
     } catch {
+      // LMSP 5: a missing file outside the models directory gets the answer an existing one gets.
+      if (folder !== null && !isInside(folder, resolve(input.path)) && !isInside(resolve(this.modelsDir), resolve(input.path))) throw outside();
       throw invalidRequest('path', `no file at ${input.path}`);
     }
-    if (options.restrictToModelsDir) {
-      const folder = await realpath(this.modelsDir).catch(() => this.modelsDir);
-      if (!isInside(folder, resolved)) {
-        throw invalidRequest('path', `the file must lie inside the models directory (${folder}), after resolving links`);
-      }
-    }
+    if (folder !== null && !isInside(folder, resolved)) throw outside();
     const info = await stat(resolved);
     if (!info.isFile()) throw new ServiceError('invalid_model_file', `${input.path} is not a regular file`, { param: 'path' });
     const id = input.id ?? modelIdFromPath(resolved);
