@@ -18,6 +18,7 @@
  * Messages never hold a file-system path: a client without models:write may see them as a
  * task's error.
  */
+import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { ServiceError } from '../api/errors.js';
 import { FileChangedError, FileCursor } from './gguf-cursor.js';
@@ -54,7 +55,9 @@ export interface GgufStructure {
 export async function validateGgufFile(path: string): Promise<GgufStructure> {
   let handle;
   try {
-    handle = await open(path, 'r');
+    // Non-blocking, so that a FIFO put where a model was cannot hold the open forever; for a
+    // regular file the flag changes nothing, and anything else is refused below.
+    handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   } catch (error) {
     throw invalidModelFile(`the file cannot be opened (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }

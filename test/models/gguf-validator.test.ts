@@ -5,6 +5,7 @@
  * `invalid_model_file` naming the fault, never a path.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -259,6 +260,12 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
     } finally {
       await handle.close();
     }
+  });
+
+  test('a FIFO where a model was is refused at once, not waited on', { skip: process.platform === 'win32' }, async () => {
+    const fifo = join(dir, 'fifo.gguf');
+    execFileSync('mkfifo', [fifo]);
+    await assert.rejects(validateGgufFile(fifo), (error: ServiceError) => error.code === 'invalid_model_file' && /not a regular file/.test(error.message));
   });
 
   test('a folder or a missing file is invalid_model_file without its path', async () => {
