@@ -8,6 +8,7 @@ import { packagePath } from '../src/paths.js';
 import { benchCreates } from './creates.js';
 import { benchFootprint } from './footprint.js';
 import { benchPull } from './pull.js';
+import { benchGgufValidation } from './gguf-validation.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -22,6 +23,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   sweep: benchSweep,
   footprint: benchFootprint,
   pull: benchPull,
+  'gguf-validation': benchGgufValidation,
 };
 
 function format(value: number, unit: string): string {

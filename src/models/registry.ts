@@ -9,10 +9,10 @@ import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { MODEL_ID_PATTERN, type Model } from '../domain/models.js';
 import { EngineError } from '../engine/engine.js';
 import { writeGgufFile } from '../engine/gguf-writer.js';
-import { buildSyntheticModel, LMSP_TINY, syntheticModelFacts } from '../engine/synthetic-model.js';
+import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
-import { readGgufFacts } from './gguf.js';
+import { readGgufFacts, validateBeforeLoad } from './gguf.js';
 import { hashFile, type HashProgress } from './hashing.js';
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
@@ -165,6 +165,7 @@ export class ModelRegistry {
         throw new EngineError('model_digest_mismatch', `the file of model '${id}' does not match its digest ${model.digest}`);
       }
       if (model.status === 'missing') await this.store.db.write(() => this.store.models.setStatus(id, 'ready'));
+      await validateBeforeLoad(model);
       return model;
     }
     const digest = await hashFile(model.path);
@@ -172,6 +173,7 @@ export class ModelRegistry {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
     }
+    await validateBeforeLoad(model);
     const updated: Model = { ...model, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
@@ -188,8 +190,8 @@ export class ModelRegistry {
     const written = !existsSync(path);
     if (written) writeGgufFile(path, buildSyntheticModel(LMSP_TINY));
     if (!this.store.models.get(BUILTIN_MODEL_ID)) {
-      // Facts of a file we just wrote are known; reading them would load node-llama-cpp here.
-      const facts = written ? syntheticModelFacts(LMSP_TINY) : await readGgufFacts(path);
+      // LMSP 5: every file goes through the validator, ours too (one left from an earlier start may be anything).
+      const facts = await readGgufFacts(path);
       const digest = await hashFile(path);
       const info = await stat(path);
       const now = nowSeconds();
