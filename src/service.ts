@@ -13,6 +13,7 @@ import type { ServiceConfig } from './config.js';
 import { affinityForThisMachine } from './engine/cpu-affinity.js';
 import { RunnerPool } from './engine/runner-pool.js';
 import { buildApp } from './http/app.js';
+import { ServiceMetrics } from './http/metrics.js';
 import { ModelRegistry } from './models/registry.js';
 import { SOFTWARE_VERSION } from './paths.js';
 import { Store } from './store/index.js';
@@ -21,6 +22,8 @@ import { recoverUnfinishedTasks } from './tasks/recovery.js';
 import { Scheduler } from './tasks/scheduler.js';
 import { Maintenance } from './tasks/maintenance.js';
 import { retentionCutoff } from './tasks/sweeper.js';
+import { logTaskChanges } from './tasks/task-log.js';
+import { TaskTimeline } from './tasks/task-timeline.js';
 import { nowSeconds } from './time.js';
 
 export const SERVICE_FILE = 'service.json';
@@ -79,9 +82,21 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const registry = new ModelRegistry(store, config.modelsDir);
   await registry.ensureBuiltin();
 
+  // LMSP 15 and 12: metrics and task logs follow every committed change from here on, recovery's
+  // included; the engine, made after recovery, is read at scrape time.
+  let engine: RunnerPool | null = null;
+  const metrics = new ServiceMetrics({ store, loadedModels: () => engine?.loadedModelIds().size ?? 0 });
+  store.db.onCommit = (seconds) => metrics.observeCommit(seconds);
+  const timeline = new TaskTimeline(bus);
+  metrics.watch(timeline);
+  logTaskChanges(timeline, (fields, message) => log.info(fields, message));
+
   // LMSP 11.2: at startup, every unfinished task gets its restart policy, before anything else.
   const started = performance.now();
+  timeline.beginRecovery();
   const report = recoverUnfinishedTasks(store, config.maxRestarts);
+  timeline.endRecovery();
+  metrics.observeRecovery(report);
   log.info({ ...report, ms: Math.round(performance.now() - started) }, 'recovered unfinished tasks');
   const stateDir = join(config.dataDir, STATE_DIR);
   removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
@@ -90,7 +105,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const affinity = affinityForThisMachine(config.cpuAffinity, config.parallel, config.threads);
   if (affinity.pinned) log.info({ runners: affinity.runnerCpus, service: affinity.serviceCpus.join(',') }, 'runners pinned to CPUs of their own');
   else log.info({ reason: affinity.reason }, 'runners not pinned to CPUs');
-  const engine = new RunnerPool({
+  engine = new RunnerPool({
     slots: config.parallel,
     affinity: affinity.pinned ? affinity : null,
     maxLoadedModels: config.maxLoadedModels,
@@ -98,6 +113,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     settings: { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs },
     debug: config.debug,
     log: (level, message) => log[level](message),
+    onModelLoad: (model, result) => metrics.observeModelLoad(model, result),
   });
   const scheduler = new Scheduler(store, engine, registry, bus, { parallel: config.parallel, log: {
     info: (message, fields) => log.info(fields ?? {}, message),
@@ -122,6 +138,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     pairingLimiter: new FailureRateLimiter(),
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,
+    metrics,
   });
   scheduler.start();
   if (!isLoopback(config.host)) {
@@ -149,6 +166,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
         await scheduler.stop();
         await maintenance.stop();
         await engine.close();
+        timeline.close();
+        store.db.onCommit = null;
         await store.close();
         rmSync(serviceFile, { force: true });
       })();

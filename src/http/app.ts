@@ -15,6 +15,7 @@ import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerClientRoutes } from './routes/clients.js';
+import { metricsOf, registerMetrics } from './metrics.js';
 
 /** JSON Pointer of an ajv error to an OpenAI-style param: `/input/0/role` -> `input[0].role`. */
 export function paramFromPointer(pointer: string, missing?: string): string | null {
@@ -157,6 +158,7 @@ export async function buildApp(services: AppServices): Promise<FastifyInstance> 
   });
 
   registerAuth(app, services);
+  registerMetrics(app, metricsOf(services));
   registerServiceRoutes(app, services);
   registerResponseRoutes(app, services);
   registerTaskRoutes(app, services);

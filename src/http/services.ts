@@ -8,6 +8,7 @@ import type { ModelRegistry } from '../models/registry.js';
 import type { Store } from '../store/index.js';
 import type { TaskEventBus } from '../tasks/event-bus.js';
 import type { Scheduler } from '../tasks/scheduler.js';
+import type { ServiceMetrics } from './metrics.js';
 
 export interface AppServices {
   config: ServiceConfig;
@@ -21,6 +22,8 @@ export interface AppServices {
   logger: Logger | false;
   /** Milliseconds between SSE keep-alive comments (LMSP 7.3: 15 s). */
   heartbeatMs: number;
+  /** The service's metrics (LMSP 15); an app built without them counts HTTP and stored tasks only. */
+  metrics?: ServiceMetrics;
 }
 
 /** What a route requires: a scope, any valid token, or nothing (LMSP section 4). */

@@ -5,6 +5,14 @@
 import type { FastifyReply } from 'fastify';
 import { eventJson, type DbTaskEvent } from '../store/events.js';
 
+/** Open event streams per HTTP server, for the `lmsp_open_streams` gauge (LMSP 15). */
+const openByServer = new WeakMap<object, number>();
+
+/** `server`: the Node HTTP server of the app (`app.server`). */
+export function openStreamCount(server: object): number {
+  return openByServer.get(server) ?? 0;
+}
+
 export class EventStream {
   private readonly heartbeat: NodeJS.Timeout;
   private readonly abort = new AbortController();
@@ -23,6 +31,11 @@ export class EventStream {
     this.heartbeat = setInterval(() => {
       if (!raw.writableEnded) raw.write(': keep-alive\n\n');
     }, heartbeatMs);
+    const server = reply.server.server;
+    openByServer.set(server, openStreamCount(server) + 1);
+    raw.once('close', () => {
+      openByServer.set(server, openStreamCount(server) - 1);
+    });
     raw.on('close', () => {
       clearInterval(this.heartbeat);
       this.abort.abort();
