@@ -37,6 +37,8 @@ export interface ServiceConfig {
   gpu: 'auto' | 'cpu' | 'cuda' | 'vulkan' | 'metal';
   cpuAffinity: 'auto' | 'off';
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** LMSP 12: JSON lines, readable lines, or readable only on a terminal. */
+  logFormat: 'auto' | 'json' | 'pretty';
   debug: DebugDelays;
 }
 
@@ -134,6 +136,9 @@ export const OPTIONS: readonly OptionDefinition[] = [
     parse: choiceParser(['auto', 'off']) },
   { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',
     description: 'log level', parse: choiceParser(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
+  { key: 'logFormat', flag: '--log-format', env: 'LMSP_LOG_FORMAT', defaultText: 'auto',
+    description: 'log lines: json, pretty (readable, colored on a terminal) or auto (pretty on a terminal, else json)',
+    parse: choiceParser(['auto', 'json', 'pretty']) },
 ];
 
 export const DEBUG_VARIABLES = {
@@ -215,6 +220,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     gpu: ((values.gpu as string) ?? 'auto') as ServiceConfig['gpu'],
     cpuAffinity: ((values.cpuAffinity as string) ?? 'auto') as ServiceConfig['cpuAffinity'],
     logLevel: ((values.logLevel as string) ?? 'info') as ServiceConfig['logLevel'],
+    logFormat: ((values.logFormat as string) ?? 'auto') as ServiceConfig['logFormat'],
     debug: {
       loadDelayMs: debugDelay(env, DEBUG_VARIABLES.loadDelayMs),
       tokenDelayMs: debugDelay(env, DEBUG_VARIABLES.tokenDelayMs),
@@ -245,5 +251,6 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     gpu: config.gpu,
     cpu_affinity: config.cpuAffinity,
     log_level: config.logLevel,
+    log_format: config.logFormat,
   };
 }

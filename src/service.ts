@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync }
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { ensureOperatorToken } from './auth/clients.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
 import type { ServiceConfig } from './config.js';
@@ -46,9 +46,7 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-export function createLogger(config: Pick<ServiceConfig, 'logLevel'>): Logger {
-  return pino({ level: config.logLevel, base: { pid: process.pid }, redact: ['req.headers.authorization'] });
-}
+export { createLogger } from './logging.js';
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
