@@ -16,6 +16,7 @@ import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerClientRoutes } from './routes/clients.js';
 import { metricsOf, registerMetrics } from './metrics.js';
+import { registerDashboard } from './dashboard.js';
 
 /** JSON Pointer of an ajv error to an OpenAI-style param: `/input/0/role` -> `input[0].role`. */
 export function paramFromPointer(pointer: string, missing?: string): string | null {
@@ -159,6 +160,7 @@ export async function buildApp(services: AppServices): Promise<FastifyInstance> 
 
   registerAuth(app, services);
   registerMetrics(app, metricsOf(services));
+  await registerDashboard(app);
   registerServiceRoutes(app, services);
   registerResponseRoutes(app, services);
   registerTaskRoutes(app, services);
