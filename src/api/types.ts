@@ -11,7 +11,7 @@
  * - snapshot: what a `resume` continues from: the token ids stored with each delta event, in the
  *   same transaction as the text they produced.
  * - client: a paired app, agent or script (`cli_...`), known by the SHA-256 of its token.
- * - scope: what a client may do: `responses`, `models:read`, `models:write`, `admin`.
+ * - scope: what a client may do: `responses`, `models:read`, `models:write`, `admin`, `metrics`.
  */
 import type { ResponseStatus, RestartPolicy, TaskStatus } from '../tasks/states.js';
 import type { InputItem, MessageRole } from '../tasks/types.js';
