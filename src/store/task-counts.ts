@@ -12,7 +12,7 @@ export class TaskCountTable {
   private readonly byKindAndStatusStatement;
 
   constructor(db: Sqlite) {
-    // One grouped pass over the table, run at scrape time only.
+    // One grouped pass over the covering index tasks_by_kind_and_status (migration 0003), at scrape time only.
     this.byKindAndStatusStatement = db.prepare<[], TaskCount>(
       'SELECT kind, status, count(*) AS count FROM tasks GROUP BY kind, status');
   }
