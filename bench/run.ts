@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { packagePath } from '../src/paths.js';
 import { benchCreates } from './creates.js';
 import { benchFootprint } from './footprint.js';
+import { benchObservability } from './observability.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -20,6 +21,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   resume: benchResume,
   sweep: benchSweep,
   footprint: benchFootprint,
+  observability: benchObservability,
 };
 
 function format(value: number, unit: string): string {
