@@ -60,8 +60,8 @@ export interface Polled<T> {
 }
 
 /**
- * Runs `load` now and every `intervalMs` while the tab is visible; `deps` restart it. A failed
- * load keeps the last data and shows the error.
+ * Runs `load` now and every `intervalMs` (null: once) while the tab is visible; `deps` and a new
+ * interval restart it. A failed load keeps the last data and shows the error.
  */
 export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, deps: unknown[]): Polled<T> {
   const [data, setData] = useState<T | null>(null);
@@ -91,7 +91,7 @@ export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, de
       live = false;
       if (timer) clearTimeout(timer);
     };
-  }, [...deps, tick]);
+  }, [...deps, tick, intervalMs]);
   return { data, error, refresh };
 }
 

@@ -2,6 +2,7 @@
  * Stored chat completions (LMSP 13): `GET /v1/chat/completions` and a completion's messages. A
  * service without them (an older build) answers 404; the page says so instead of failing.
  */
+import { useEffect, useState } from 'preact/hooks';
 import { formatNumber } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, request } from '../session.js';
@@ -63,13 +64,17 @@ function CompletionDetail({ id }: { id: string }) {
 
 export function ChatView({ completionId }: { completionId: string | null }) {
   const { session } = useApp();
-  const list = usePoll(() => request<List<ChatCompletion>>(session, 'GET', 'v1/chat/completions?limit=50'), REFRESH_MS * 2, []);
-  const missing = isMissingRoute(list.error);
+  // A service without the route is asked once, not every few seconds.
+  const [missing, setMissing] = useState(false);
+  const list = usePoll(() => request<List<ChatCompletion>>(session, 'GET', 'v1/chat/completions?limit=50'), missing ? null : REFRESH_MS * 2, []);
+  useEffect(() => {
+    if (isMissingRoute(list.error)) setMissing(true);
+  }, [list.error]);
   return (
     <>
       <PageHeading>Chat completions</PageHeading>
       <p class="lead">Completions made with <code>POST /v1/chat/completions</code> and <code>store: true</code>, newest first.</p>
-      {missing ? <Unavailable /> : <ErrorNotice error={list.error} />}
+      {missing || isMissingRoute(list.error) ? <Unavailable /> : <ErrorNotice error={list.error} />}
       {completionId && <CompletionDetail id={completionId} />}
       {list.data && list.data.data.length === 0 && <p class="empty">No stored chat completions.</p>}
       {list.data && list.data.data.length > 0 && (
