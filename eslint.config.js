@@ -19,7 +19,7 @@ export const FLOORS = [
   ['store', 'engine', 'api'],
   ['domain'],
 ];
-const UTILITIES = ['time', 'ids', 'paths', 'config'];
+const UTILITIES = ['time', 'ids', 'paths', 'config', 'logging'];
 const ROOMS = FLOORS.flat();
 
 /** An import specifier's regex for rooms `names`, from a file `depth` folders below src/. */

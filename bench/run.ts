@@ -9,6 +9,7 @@ import { benchCreates } from './creates.js';
 import { benchFootprint } from './footprint.js';
 import { benchPull } from './pull.js';
 import { benchGgufValidation } from './gguf-validation.js';
+import { benchObservability } from './observability.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -24,6 +25,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   footprint: benchFootprint,
   pull: benchPull,
   'gguf-validation': benchGgufValidation,
+  observability: benchObservability,
 };
 
 function format(value: number, unit: string): string {

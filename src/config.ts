@@ -44,6 +44,8 @@ export interface ServiceConfig {
   maxStreamsPerClient: number;
   maxStreams: number;
   maxUnfinishedTasksPerClient: number;
+  /** LMSP 12: JSON lines, readable lines, or readable only on a terminal. */
+  logFormat: 'auto' | 'json' | 'pretty';
   debug: DebugDelays;
 }
 
@@ -178,6 +180,9 @@ export const OPTIONS: readonly OptionDefinition[] = [
     description: 'unfinished tasks one client may have; past it creates get 429 too_many_tasks', parse: integerParser(1, 100_000_000) },
   { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',
     description: 'log level', parse: choiceParser(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) },
+  { key: 'logFormat', flag: '--log-format', env: 'LMSP_LOG_FORMAT', defaultText: 'auto',
+    description: 'log lines: json, pretty (readable, colored on a terminal) or auto (pretty on a terminal, else json)',
+    parse: choiceParser(['auto', 'json', 'pretty']) },
 ];
 
 export const DEBUG_VARIABLES = {
@@ -263,6 +268,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     maxStreamsPerClient: (values.maxStreamsPerClient as number) ?? 16,
     maxStreams: (values.maxStreams as number) ?? 512,
     maxUnfinishedTasksPerClient: (values.maxUnfinishedTasksPerClient as number) ?? 1000,
+    logFormat: ((values.logFormat as string) ?? 'auto') as ServiceConfig['logFormat'],
     debug: {
       loadDelayMs: debugDelay(env, DEBUG_VARIABLES.loadDelayMs),
       tokenDelayMs: debugDelay(env, DEBUG_VARIABLES.tokenDelayMs),
@@ -298,5 +304,6 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     max_streams_per_client: config.maxStreamsPerClient,
     max_streams: config.maxStreams,
     max_unfinished_tasks_per_client: config.maxUnfinishedTasksPerClient,
+    log_format: config.logFormat,
   };
 }

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync }
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { ensureOperatorToken } from './auth/clients.js';
 import { loadPairingKey } from './auth/pairing-key.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
@@ -15,6 +15,7 @@ import { affinityForThisMachine } from './engine/cpu-affinity.js';
 import { RunnerPool } from './engine/runner-pool.js';
 import { buildApp } from './http/app.js';
 import { ConnectionRegistry } from './http/connections.js';
+import { ServiceMetrics } from './http/metrics.js';
 import { ModelRegistry } from './models/registry.js';
 import { SOFTWARE_VERSION } from './paths.js';
 import { Store } from './store/index.js';
@@ -24,6 +25,8 @@ import { recoverUnfinishedTasks } from './tasks/recovery.js';
 import { Scheduler } from './tasks/scheduler.js';
 import { Maintenance } from './tasks/maintenance.js';
 import { retentionCutoff } from './tasks/sweeper.js';
+import { logTaskChanges } from './tasks/task-log.js';
+import { TaskTimeline } from './tasks/task-timeline.js';
 import { nowSeconds } from './time.js';
 
 export const SERVICE_FILE = 'service.json';
@@ -46,9 +49,7 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-export function createLogger(config: Pick<ServiceConfig, 'logLevel'>): Logger {
-  return pino({ level: config.logLevel, base: { pid: process.pid }, redact: ['req.headers.authorization'] });
-}
+export { createLogger } from './logging.js';
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
@@ -83,9 +84,21 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   await registry.ensureBuiltin();
   const machine = newTaskMachine(store);
 
+  // LMSP 15 and 12: metrics and task logs follow every committed change from here on, recovery's
+  // included; the engine, made after recovery, is read at scrape time.
+  let engine: RunnerPool | null = null;
+  const metrics = new ServiceMetrics({ store, loadedModels: () => engine?.loadedModelIds().size ?? 0 });
+  store.db.onCommit = (seconds) => metrics.observeCommit(seconds);
+  const timeline = new TaskTimeline(bus);
+  metrics.watch(timeline);
+  logTaskChanges(timeline, (fields, message) => log.info(fields, message));
+
   // LMSP 11.2: at startup, every unfinished task gets its restart policy, before anything else.
   const started = performance.now();
+  timeline.beginRecovery();
   const report = recoverUnfinishedTasks(store, machine, config.maxRestarts);
+  timeline.endRecovery();
+  metrics.observeRecovery(report);
   log.info({ ...report, ms: Math.round(performance.now() - started) }, 'recovered unfinished tasks');
   const stateDir = join(config.dataDir, STATE_DIR);
   removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
@@ -94,7 +107,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const affinity = affinityForThisMachine(config.cpuAffinity, config.parallel, config.threads);
   if (affinity.pinned) log.info({ runners: affinity.runnerCpus, service: affinity.serviceCpus.join(',') }, 'runners pinned to CPUs of their own');
   else log.info({ reason: affinity.reason }, 'runners not pinned to CPUs');
-  const engine = new RunnerPool({
+  engine = new RunnerPool({
     slots: config.parallel,
     affinity: affinity.pinned ? affinity : null,
     maxLoadedModels: config.maxLoadedModels,
@@ -102,6 +115,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     settings: { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs },
     debug: config.debug,
     log: (level, message) => log[level](message),
+    onModelLoad: (model, result) => metrics.observeModelLoad(model, result),
   });
   const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir) };
   const scheduler = new Scheduler(core, { parallel: config.parallel, log: {
@@ -128,6 +142,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     pairingLimiter: new FailureRateLimiter(),
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,
+    metrics,
   });
   scheduler.start();
   if (!isLoopback(config.host)) {
@@ -155,6 +170,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
         await scheduler.stop();
         await maintenance.stop();
         await engine.close();
+        timeline.close();
+        store.db.onCommit = null;
         await store.close();
         rmSync(serviceFile, { force: true });
       })();

@@ -84,6 +84,17 @@ export class LmspClient {
     for await (const message of stream) yield JSON.parse(message.data) as TaskEvent;
   }
 
+  /** The Prometheus text of GET /metrics (LMSP 15; scope `metrics` or `admin`). */
+  async metricsText(): Promise<string> {
+    const response = await fetch(`${this.baseUrl}/metrics`, { headers: this.headers({}, false) });
+    const text = await response.text();
+    if (!response.ok) {
+      const error = (JSON.parse(text) as { error?: { code?: string; message?: string; param?: string | null } }).error;
+      throw new LmspApiError(response.status, error?.code ?? 'unknown', error?.message ?? response.statusText, error?.param ?? null);
+    }
+    return text;
+  }
+
   async service(): Promise<ServiceObject> {
     return (await this.request<ServiceObject>('GET', '/v1/service')).body;
   }

@@ -10,6 +10,7 @@ import { registerPair } from './commands/pair.js';
 import { registerRun } from './commands/run.js';
 import { registerServe } from './commands/serve.js';
 import { registerTasks } from './commands/tasks.js';
+import { registerTop } from './commands/top.js';
 
 const program = new Command();
 program
@@ -27,5 +28,6 @@ registerModels(program);
 registerClients(program);
 registerTasks(program);
 registerRun(program);
+registerTop(program);
 
 await program.parseAsync(process.argv);

@@ -1,6 +1,7 @@
 /** Clients, scopes and who may see what (LMSP section 4). */
 
-export const SCOPES = ['responses', 'models:read', 'models:write', 'admin'] as const;
+// LMSP 4: `metrics` allows GET /metrics only, so a scraper's token can do nothing else.
+export const SCOPES = ['responses', 'models:read', 'models:write', 'admin', 'metrics'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** What a new pairing grants when the operator names no scopes. */

@@ -27,7 +27,11 @@ export interface RunnerPoolOptions {
   affinity?: { taskset: string; runnerCpus: readonly string[] } | null;
   debug: DebugDelays;
   log?: RunnerLog;
+  /** Told how each model load ended (LMSP 15: `lmsp_model_loads_total`). */
+  onModelLoad?: (modelId: string, result: ModelLoadResult) => void;
 }
+
+export type ModelLoadResult = 'loaded' | 'failed' | 'cancelled';
 
 function sameModel(a: ModelRef | null, b: ModelRef): boolean {
   return a !== null && a.digest === b.digest && a.path === b.path;
@@ -128,6 +132,16 @@ export class RunnerPool implements Engine {
   }
 
   private async load(runner: RunnerProcess, model: ModelRef, signal: AbortSignal): Promise<void> {
+    try {
+      await this.loadInto(runner, model, signal);
+      this.options.onModelLoad?.(model.id, 'loaded');
+    } catch (error) {
+      this.options.onModelLoad?.(model.id, error instanceof GenerationCancelled ? 'cancelled' : 'failed');
+      throw error;
+    }
+  }
+
+  private async loadInto(runner: RunnerProcess, model: ModelRef, signal: AbortSignal): Promise<void> {
     const started = performance.now();
     if (!sameModel(runner.model, model) || !runner.alive) {
       runner.model = null;

@@ -20,6 +20,8 @@ import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerClientRoutes } from './routes/clients.js';
+import { metricsOf, registerMetrics } from './metrics.js';
+import { registerDashboard } from './dashboard.js';
 
 /** JSON Pointer of an ajv error to an OpenAI-style param: `/input/0/role` -> `input[0].role`. */
 export function paramFromPointer(pointer: string, missing?: string): string | null {
@@ -175,6 +177,8 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
 
   registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);
+  registerMetrics(app, metricsOf(context));
+  await registerDashboard(app);
   registerServiceRoutes(app, context);
   registerResponseRoutes(app, context);
   registerTaskRoutes(app, context);

@@ -6,6 +6,7 @@ import type { Client, Scope } from '../domain/clients.js';
 import type { ConnectionRegistry } from './connections.js';
 import type { TaskCore } from '../tasks/core.js';
 import type { Scheduler } from '../tasks/scheduler.js';
+import type { ServiceMetrics } from './metrics.js';
 
 export interface AppContext {
   config: ServiceConfig;
@@ -18,6 +19,8 @@ export interface AppContext {
   logger: Logger | false;
   /** Milliseconds between SSE keep-alive comments (LMSP 7.3: 15 s). */
   heartbeatMs: number;
+  /** The service's metrics (LMSP 15); an app built without them counts HTTP and stored tasks only. */
+  metrics?: ServiceMetrics;
 }
 
 /** What a route requires: a scope, any valid token, or nothing (LMSP section 4). */

@@ -110,6 +110,8 @@ export class Database {
   private readonly runBatch: BetterSqlite3.Transaction<(jobs: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>, hooks: AfterCommit[]) => void>;
   private closed = false;
   private totalChangesStatement: BetterSqlite3.Statement | null = null;
+  /** Told how long each committed transaction took, BEGIN to COMMIT (LMSP 15: metrics). */
+  onCommit: ((seconds: number) => void) | null = null;
 
   private constructor(sqlite: Sqlite, path: string) {
     this.sqlite = sqlite;
@@ -219,11 +221,13 @@ export class Database {
   transaction<T>(work: (context: WriteContext) => T): T {
     const hooks: AfterCommit[] = [];
     let result: T;
+    const started = performance.now();
     try {
       result = this.sqlite.transaction(() => work({ afterCommit: (hook) => hooks.push(hook) })).immediate();
     } catch (error) {
       throw isStorageError(error) ? toStorageUnavailable(error) : error;
     }
+    this.onCommit?.((performance.now() - started) / 1000);
     for (const hook of hooks) hook();
     return result;
   }
@@ -247,8 +251,10 @@ export class Database {
     if (jobs.length === 0) return;
     const outcomes: Array<{ ok: boolean; value: unknown }> = [];
     const hooks: AfterCommit[] = [];
+    const started = performance.now();
     try {
       this.runBatch.immediate(jobs, outcomes, hooks);
+      this.onCommit?.((performance.now() - started) / 1000);
     } catch (error) {
       const failure = isStorageError(error) || (error as { code?: string }).code === 'SQLITE_ABORT_ROLLBACK'
         ? toStorageUnavailable(error)

@@ -8,6 +8,7 @@ import { PairingCodeTable } from './pairing-codes.js';
 import { ResponseTable } from './responses.js';
 import { RetentionTable } from './retention.js';
 import { ServiceConfigTable } from './service-config.js';
+import { TaskCountTable } from './task-counts.js';
 import { TaskLifecycle, type TaskNotifier } from './task-lifecycle.js';
 import { TaskTable } from './tasks.js';
 
@@ -22,6 +23,7 @@ export class Store {
   readonly idempotency: IdempotencyTable;
   readonly retention: RetentionTable;
   readonly lifecycle: TaskLifecycle;
+  readonly taskCounts: TaskCountTable;
 
   constructor(readonly db: Database, notifier: TaskNotifier = { taskChanged: () => {} }) {
     const sqlite = db.sqlite;
@@ -35,6 +37,7 @@ export class Store {
     this.idempotency = new IdempotencyTable(sqlite);
     this.retention = new RetentionTable(sqlite, this.events);
     this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier);
+    this.taskCounts = new TaskCountTable(sqlite);
   }
 
   static open(dataDir: string, options: OpenOptions & { notifier?: TaskNotifier } = {}): Store {

@@ -1,0 +1,175 @@
+/**
+ * Prometheus metrics (LMSP 15), kept in a registry of the service's own (never prom-client's
+ * global one, so two services in one process never mix their figures). Every figure comes from
+ * something that happens anyway: the task timeline (after each commit), the database's commit
+ * hook, the engine's load hook, the recovery report, and Fastify's onResponse hook. Gauges of
+ * stored state are computed at scrape time.
+ */
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ModelLoadResult } from '../engine/runner-pool.js';
+import type { Store } from '../store/index.js';
+import type { RecoveryReport } from '../tasks/recovery.js';
+import { TASK_STATUSES, isFinal } from '../domain/tasks.js';
+import type { TaskTimeline } from '../tasks/task-timeline.js';
+import type { AppContext } from './context.js';
+
+/** Queue waits and first tokens: a few milliseconds on an idle service, minutes behind a queue. */
+const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+/** Most requests take milliseconds; a plain create waits for its whole generation. */
+const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+/** A commit is one fsync: tenths of a millisecond on fast disks, tens on slow ones, more when stalled. */
+const COMMIT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+
+/** The route label of requests that matched no route: one label, whatever the URL. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+export interface MetricSources {
+  store: Store;
+  /** Models loaded now; 0 before the engine exists. */
+  loadedModels: () => number;
+}
+
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  private openStreams: () => number = () => 0;
+  private readonly httpRequests;
+  private readonly httpDuration;
+  private readonly tasksFinished;
+  private readonly queueWait;
+  private readonly firstToken;
+  private readonly generatedTokens;
+  private readonly modelLoads;
+  private readonly commitDuration;
+  private readonly recovered;
+
+  constructor(sources: MetricSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.httpRequests = new Counter({
+      name: 'lmsp_http_requests_total', help: 'HTTP requests answered, by method, route pattern and status.',
+      labelNames: ['method', 'route', 'status'] as const, registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'lmsp_http_request_duration_seconds', help: 'Time from a request to the end of its answer (streams: until they close).',
+      labelNames: ['method', 'route'] as const, buckets: HTTP_BUCKETS, registers,
+    });
+    new Gauge({
+      name: 'lmsp_tasks', help: 'Stored tasks by kind and status.', labelNames: ['kind', 'status'] as const, registers,
+      collect() {
+        this.reset();
+        const rows = sources.store.taskCounts.byKindAndStatus();
+        // Every status of every kind present is reported, zeros included, so rates and alerts
+        // see a series that exists before its first task.
+        for (const kind of new Set(['response', ...rows.map((row) => row.kind)])) {
+          for (const status of TASK_STATUSES) this.set({ kind, status }, 0);
+        }
+        for (const row of rows) this.set({ kind: row.kind, status: row.status }, row.count);
+      },
+    });
+    this.tasksFinished = new Counter({
+      name: 'lmsp_tasks_finished_total', help: 'Tasks that reached a final status in this process, by kind and status.',
+      labelNames: ['kind', 'status'] as const, registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'lmsp_queue_wait_seconds', help: 'From a task\'s creation (or its requeue after a restart) to its start.',
+      buckets: WAIT_BUCKETS, registers,
+    });
+    this.firstToken = new Histogram({
+      name: 'lmsp_time_to_first_token_seconds', help: 'From a task becoming running to its first committed output.',
+      buckets: WAIT_BUCKETS, registers,
+    });
+    this.generatedTokens = new Counter({
+      name: 'lmsp_generated_tokens_total', help: 'Output tokens generated and committed, by model.', labelNames: ['model'] as const, registers,
+    });
+    this.modelLoads = new Counter({
+      name: 'lmsp_model_loads_total', help: 'Model loads by model and result (loaded, failed, cancelled).',
+      labelNames: ['model', 'result'] as const, registers,
+    });
+    new Gauge({
+      name: 'lmsp_models_loaded', help: 'Models loaded in runners now.', registers,
+      collect() {
+        this.set(sources.loadedModels());
+      },
+    });
+    const openStreams = () => this.openStreams();
+    new Gauge({
+      name: 'lmsp_open_streams', help: 'Open server-sent event streams.', registers,
+      collect() {
+        this.set(openStreams());
+      },
+    });
+    this.commitDuration = new Histogram({
+      name: 'lmsp_db_commit_duration_seconds', help: 'Database write transactions, BEGIN to durable COMMIT.',
+      buckets: COMMIT_BUCKETS, registers,
+    });
+    this.recovered = new Counter({
+      name: 'lmsp_recovered_tasks_total', help: 'Unfinished tasks found at startup, by what recovery did (LMSP 11.3).',
+      labelNames: ['action'] as const, registers,
+    });
+  }
+
+  /** Follows the task timeline: finished tasks, queue waits, first tokens, generated tokens. */
+  watch(timeline: TaskTimeline): () => void {
+    return timeline.listen({
+      statusChanged: ({ task, to }) => {
+        if (isFinal(to)) this.tasksFinished.inc({ kind: task.kind, status: to });
+      },
+      queueWaited: (_task, seconds) => this.queueWait.observe(seconds),
+      firstOutput: (_task, seconds) => this.firstToken.observe(seconds),
+      tokensGenerated: (task, count) => this.generatedTokens.inc({ model: task.model }, count),
+    });
+  }
+
+  observeCommit(seconds: number): void {
+    this.commitDuration.observe(seconds);
+  }
+
+  observeModelLoad(model: string, result: ModelLoadResult): void {
+    this.modelLoads.inc({ model, result });
+  }
+
+  observeRecovery(report: RecoveryReport): void {
+    for (const action of ['failed', 'cancelled', 'requeued', 'resumed', 'unchanged'] as const) {
+      this.recovered.inc({ action }, report[action]);
+    }
+  }
+
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    this.httpRequests.inc({ method, route, status: String(status) });
+    this.httpDuration.observe({ method, route }, seconds);
+  }
+
+  /** The open-stream count of the app that serves the metrics. */
+  countStreams(openStreams: () => number): void {
+    this.openStreams = openStreams;
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
+
+/** Metrics of an app built without the service around it (tests): HTTP and stored tasks only. */
+export function metricsOf(context: AppContext): ServiceMetrics {
+  const metrics = context.metrics ?? new ServiceMetrics({ store: context.core.store, loadedModels: () => context.core.engine.loadedModelIds().size });
+  metrics.countStreams(() => context.connections.openStreams);
+  return metrics;
+}
+
+/** `GET /metrics` (scope `metrics`, or `admin`) and the hook that counts every answer. */
+export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): void {
+  app.addHook('onResponse', async (request, reply) => {
+    // The route pattern, never the raw URL: ids would make a series per task.
+    const route = request.routeOptions.url ?? UNMATCHED_ROUTE;
+    metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
+  });
+  app.get('/metrics', { config: { access: 'metrics' }, schema: { hide: true } }, async (_request, reply) => {
+    reply.header('content-type', metrics.contentType).header('cache-control', 'no-store');
+    return metrics.text();
+  });
+}

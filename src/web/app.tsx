@@ -1,0 +1,117 @@
+/** The page: sign-in, or the console with its sections (LMSP 15). */
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { MetricsSampler } from './metrics.js';
+import { useRoute, href } from './router.js';
+import { forgetSession, hasScope, loadSession, saveSession, whenTokenRejected, type Session } from './session.js';
+import { SignIn } from './sign-in.js';
+import { Context, type AppContext } from './ui.js';
+import { ChatView } from './views/chat.js';
+import { ClientsView } from './views/clients.js';
+import { ModelsView } from './views/models.js';
+import { OverviewView } from './views/overview.js';
+import { ResponsesView } from './views/responses.js';
+import { TaskView } from './views/task.js';
+import { TasksView } from './views/tasks.js';
+
+interface Section {
+  path: string;
+  label: string;
+  /** Shown only with this scope (admin has every scope). */
+  scope?: string;
+}
+
+const SECTIONS: Section[] = [
+  { path: '', label: 'Overview' },
+  { path: 'tasks', label: 'Tasks', scope: 'responses' },
+  { path: 'responses', label: 'Responses', scope: 'responses' },
+  { path: 'chat', label: 'Chat completions', scope: 'responses' },
+  { path: 'models', label: 'Models', scope: 'models:read' },
+  { path: 'clients', label: 'Clients', scope: 'admin' },
+];
+
+function View({ route, sampler }: { route: string[]; sampler: MetricsSampler | null }) {
+  const [section, id] = route;
+  switch (section ?? '') {
+    case '':
+      return <OverviewView sampler={sampler} />;
+    case 'tasks':
+      return id ? <TaskView key={id} taskId={id} /> : <TasksView />;
+    case 'responses':
+      return <ResponsesView />;
+    case 'chat':
+      return <ChatView completionId={id ?? null} />;
+    case 'models':
+      return <ModelsView />;
+    case 'clients':
+      return <ClientsView />;
+    default:
+      return (
+        <>
+          <h1>Not found</h1>
+          <p>There is no such view. <a href={href()}>Go to the overview.</a></p>
+        </>
+      );
+  }
+}
+
+export function App() {
+  const [session, setSession] = useState<Session | null>(loadSession);
+  const [signedOutReason, setSignedOutReason] = useState<string | null>(null);
+  const [announcement, setAnnouncement] = useState('');
+  const route = useRoute();
+
+  const signOut = (reason: string | null) => {
+    forgetSession();
+    setSession(null);
+    setSignedOutReason(reason);
+  };
+  useEffect(() => whenTokenRejected((message) => signOut(message)), []);
+
+  // One sampler of /metrics for the whole session, so the chart keeps its history across views.
+  const sampler = useMemo(() => (session && hasScope(session, 'metrics') ? new MetricsSampler(session) : null), [session]);
+  useEffect(() => {
+    sampler?.start();
+    return () => sampler?.stop();
+  }, [sampler]);
+
+  const context = useMemo<AppContext | null>(() => (session ? { session, announce: setAnnouncement } : null), [session]);
+
+  if (!session || !context) {
+    return <SignIn reason={signedOutReason} onSignedIn={(next) => {
+      saveSession(next);
+      setSignedOutReason(null);
+      setSession(next);
+    }} />;
+  }
+
+  const current = route[0] ?? '';
+  return (
+    <Context.Provider value={context}>
+      <a class="skip-link" href="#main" onClick={(event) => {
+        event.preventDefault();
+        document.getElementById('main')?.focus();
+      }}>Skip to content</a>
+      <header class="top">
+        <a class="brand" href={href()}>lmsp</a>
+        <p class="who">
+          Signed in as <strong>{session.client.name}</strong>
+          <span class="scopes"> ({session.client.scopes.join(', ')})</span>
+        </p>
+        <button type="button" class="quiet" onClick={() => signOut('You signed out. The token was forgotten by this tab.')}>Sign out</button>
+      </header>
+      <nav class="sections" aria-label="Sections">
+        <ul>
+          {SECTIONS.filter((section) => !section.scope || hasScope(session, section.scope)).map((section) => (
+            <li key={section.path}>
+              <a href={href(...(section.path ? [section.path] : []))} aria-current={current === section.path ? 'page' : undefined}>{section.label}</a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main id="main" tabIndex={-1}>
+        <View key={current} route={route} sampler={sampler} />
+      </main>
+      <div class="visually-hidden" role="status" aria-live="polite">{announcement}</div>
+    </Context.Provider>
+  );
+}

@@ -1,0 +1,66 @@
+/**
+ * Follows a task's event log live (LMSP 7.3). EventSource cannot send an Authorization header,
+ * so the stream is read with fetch() and parsed by eventsource-parser. A stream that ends before
+ * the terminal event (a restart of the service, a network hiccup) is opened again from the last
+ * event seen, as an EventSource would with Last-Event-ID.
+ */
+import { createParser } from 'eventsource-parser';
+import { authorization, checked, type Session } from './session.js';
+import { isTerminalEvent, type TaskEvent } from './wire.js';
+
+const RECONNECT_MS = 1000;
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+}
+
+/**
+ * Calls `onEvents` with the events after `startingAfter`, in order and in batches (one per chunk
+ * read), until the terminal event or until `signal` aborts. Errors other than a dropped
+ * connection (404, 403, a revoked token) are thrown.
+ */
+export async function followTaskEvents(session: Session, taskId: string, startingAfter: number,
+  onEvents: (events: TaskEvent[]) => void, signal: AbortSignal): Promise<void> {
+  let last = startingAfter;
+  let finished = false;
+  while (!finished && !signal.aborted) {
+    let batch: TaskEvent[] = [];
+    const parser = createParser({
+      onEvent: (message) => {
+        const event = JSON.parse(message.data) as TaskEvent;
+        batch.push(event);
+        last = event.sequence_number;
+        if (isTerminalEvent(event.type)) finished = true;
+      },
+    });
+    try {
+      const response = await checked(session, await fetch(`v1/tasks/${encodeURIComponent(taskId)}/events?stream=true`, {
+        headers: { ...authorization(session), accept: 'text/event-stream', 'last-event-id': String(last) },
+        cache: 'no-store',
+        credentials: 'omit',
+        signal,
+      }));
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        parser.feed(value);
+        if (batch.length > 0) {
+          const events = batch;
+          batch = [];
+          onEvents(events);
+        }
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      if (!(error instanceof TypeError)) throw error; // a network failure is a TypeError; anything else is an answer
+    }
+    if (!finished) await pause(RECONNECT_MS, signal);
+  }
+}

@@ -1,0 +1,100 @@
+/** Small pieces every view shares: headings that take focus, status badges, notes, polling. */
+import type { ComponentChildren } from 'preact';
+import { createContext } from 'preact';
+import { useCallback, useContext, useEffect, useRef, useState } from 'preact/hooks';
+import { formatAgo, formatTime } from './format.js';
+import type { Session } from './session.js';
+
+export interface AppContext {
+  session: Session;
+  /** Says something to screen readers through the page's live region. */
+  announce: (message: string) => void;
+}
+
+export const Context = createContext<AppContext | null>(null);
+
+export function useApp(): AppContext {
+  const context = useContext(Context);
+  if (!context) throw new Error('useApp outside the signed-in app');
+  return context;
+}
+
+/** Whether a view has been shown since the page loaded. */
+let viewShown = false;
+
+/**
+ * A view's title. When the view changes it takes the focus, so keyboard and screen-reader users
+ * land on the new content; the first view of a page load leaves the focus at the top of the page,
+ * where the skip link is.
+ */
+export function PageHeading({ children }: { children: ComponentChildren }) {
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    if (viewShown) heading.current?.focus();
+    viewShown = true;
+  }, []);
+  return <h1 ref={heading} tabIndex={-1}>{children}</h1>;
+}
+
+export function StatusBadge({ status }: { status: string }) {
+  return <span class={`badge status-${status.replace(/[^a-z_]/g, '')}`}>{status}</span>;
+}
+
+export function Notice({ kind = 'note', children }: { kind?: 'note' | 'error' | 'success'; children: ComponentChildren }) {
+  return <p class={`notice notice-${kind}`} role={kind === 'error' ? 'alert' : undefined}>{children}</p>;
+}
+
+export function Ago({ seconds }: { seconds: number | null | undefined }) {
+  if (seconds === null || seconds === undefined) return <span>-</span>;
+  return <time dateTime={new Date(seconds * 1000).toISOString()} title={formatTime(seconds)}>{formatAgo(seconds)}</time>;
+}
+
+export function Code({ children }: { children: ComponentChildren }) {
+  return <code class="id">{children}</code>;
+}
+
+export interface Polled<T> {
+  data: T | null;
+  error: Error | null;
+  refresh: () => void;
+}
+
+/**
+ * Runs `load` now and every `intervalMs` (null: once) while the tab is visible; `deps` and a new
+ * interval restart it. A failed load keeps the last data and shows the error.
+ */
+export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, deps: unknown[]): Polled<T> {
+  const [data, setData] = useState<T | null>(null);
+  const [error, setError] = useState<Error | null>(null);
+  const [tick, setTick] = useState(0);
+  const refresh = useCallback(() => setTick((value) => value + 1), []);
+  useEffect(() => {
+    let live = true;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    const run = async () => {
+      if (!live) return;
+      if (document.visibilityState !== 'hidden') {
+        try {
+          const value = await load();
+          if (live) {
+            setData(value);
+            setError(null);
+          }
+        } catch (failure) {
+          if (live) setError(failure as Error);
+        }
+      }
+      if (live && intervalMs !== null) timer = setTimeout(() => void run(), intervalMs);
+    };
+    void run();
+    return () => {
+      live = false;
+      if (timer) clearTimeout(timer);
+    };
+  }, [...deps, tick, intervalMs]);
+  return { data, error, refresh };
+}
+
+export function ErrorNotice({ error }: { error: Error | null }) {
+  return error ? <Notice kind="error">{error.message}</Notice> : null;
+}

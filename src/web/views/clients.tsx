@@ -1,0 +1,137 @@
+/** Clients and pairing codes (LMSP 4, scope `admin`): list, revoke, make a code. */
+import { useState } from 'preact/hooks';
+import { formatTime } from '../format.js';
+import { request } from '../session.js';
+import { Ago, Code, ErrorNotice, Notice, PageHeading, useApp, usePoll } from '../ui.js';
+import { SCOPES, type Client, type List, type PairingCode } from '../wire.js';
+
+const TTLS = [
+  { seconds: 600, label: '10 minutes' },
+  { seconds: 3600, label: '1 hour' },
+  { seconds: 86400, label: '1 day' },
+];
+
+function PairingCodeForm({ onMade }: { onMade: () => void }) {
+  const { session, announce } = useApp();
+  const [name, setName] = useState('');
+  const [scopes, setScopes] = useState<string[]>(['responses', 'models:read']);
+  const [ttl, setTtl] = useState(600);
+  const [made, setMade] = useState<PairingCode | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  const toggle = (scope: string, on: boolean) => setScopes((current) => (on ? [...current, scope] : current.filter((s) => s !== scope)));
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const code = await request<PairingCode>(session, 'POST', 'v1/pairing-codes', {
+        ...(name.trim() ? { name: name.trim() } : {}), scopes, ttl_seconds: ttl,
+      });
+      setMade(code);
+      announce('Pairing code made.');
+      onMade();
+    } catch (failure) {
+      setError((failure as Error).message);
+    }
+  };
+
+  return (
+    <form class="panel form" onSubmit={submit} aria-labelledby="make-code">
+      <h2 id="make-code">Make a pairing code</h2>
+      <p class="help">A code works once, until it expires. Whoever pairs with it gets a token with these scopes.</p>
+      <div class="field">
+        <label for="code-name">Name <span class="optional">(optional)</span></label>
+        <input id="code-name" value={name} onInput={(event) => setName(event.currentTarget.value)} maxLength={200} />
+      </div>
+      <fieldset class="scopes-field">
+        <legend>Scopes</legend>
+        {SCOPES.map((scope) => (
+          <label key={scope} class="check">
+            <input type="checkbox" checked={scopes.includes(scope)} onChange={(event) => toggle(scope, event.currentTarget.checked)} />
+            <code>{scope}</code>
+          </label>
+        ))}
+      </fieldset>
+      <div class="field">
+        <label for="code-ttl">Valid for</label>
+        <select id="code-ttl" value={ttl} onChange={(event) => setTtl(Number(event.currentTarget.value))}>
+          {TTLS.map((option) => <option key={option.seconds} value={option.seconds}>{option.label}</option>)}
+        </select>
+      </div>
+      {error && <Notice kind="error">{error}</Notice>}
+      <button type="submit" class="primary" disabled={scopes.length === 0}>Make code</button>
+      {made && (
+        <div class="made-code" role="group" aria-labelledby="made-code-label">
+          <p id="made-code-label">Pairing code for {made.name ?? 'a new client'} ({made.scopes.join(', ')}), valid until {formatTime(made.expires_at)}:</p>
+          <output class="code" data-testid="pairing-code">{made.code}</output>
+        </div>
+      )}
+    </form>
+  );
+}
+
+function RevokeButton({ client, onRevoked }: { client: Client; onRevoked: () => void }) {
+  const { session, announce } = useApp();
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const own = client.id === session.client.id;
+  const revoke = async () => {
+    try {
+      await request<Client>(session, 'DELETE', `v1/clients/${encodeURIComponent(client.id)}`);
+      announce(`Client ${client.name} revoked.`);
+      onRevoked();
+    } catch (failure) {
+      setError((failure as Error).message);
+    }
+    setConfirming(false);
+  };
+  if (client.revoked_at !== null) return <span>revoked <Ago seconds={client.revoked_at} /></span>;
+  return (
+    <span class="actions">
+      {confirming ? (
+        <>
+          <button type="button" class="danger" onClick={revoke} aria-label={`Confirm: revoke ${client.name}`}>Revoke now</button>
+          <button type="button" class="quiet" onClick={() => setConfirming(false)}>Keep</button>
+        </>
+      ) : (
+        <button type="button" onClick={() => setConfirming(true)} aria-label={`Revoke ${client.name}${own ? ' (this session)' : ''}`}>Revoke</button>
+      )}
+      {error && <span class="error-code" role="alert"> {error}</span>}
+    </span>
+  );
+}
+
+export function ClientsView() {
+  const { session } = useApp();
+  const clients = usePoll(() => request<List<Client>>(session, 'GET', 'v1/clients'), 5000, []);
+  return (
+    <>
+      <PageHeading>Clients</PageHeading>
+      <p class="lead">Paired apps, agents and scripts. Revoking stops a token at once; the client's records stay.</p>
+      <ErrorNotice error={clients.error} />
+      {clients.data && (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">Paired clients</caption>
+            <thead>
+              <tr><th scope="col">Name</th><th scope="col">Client</th><th scope="col">Scopes</th><th scope="col">Paired</th><th scope="col">Last used</th><th scope="col">Access</th></tr>
+            </thead>
+            <tbody>
+              {clients.data.data.map((client) => (
+                <tr key={client.id} class={client.revoked_at !== null ? 'revoked' : undefined}>
+                  <td>{client.name}{client.id === session.client.id && <span class="you"> (you)</span>}</td>
+                  <td><Code>{client.id}</Code></td>
+                  <td>{client.scopes.join(', ')}</td>
+                  <td><Ago seconds={client.created_at} /></td>
+                  <td><Ago seconds={client.last_used_at} /></td>
+                  <td><RevokeButton client={client} onRevoked={clients.refresh} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <PairingCodeForm onMade={clients.refresh} />
+    </>
+  );
+}

@@ -1,0 +1,143 @@
+/**
+ * Models (LMSP 5): the registry, and pulling a model (LMSP 5.1: `POST /v1/models/pull` makes a
+ * `model_pull` task whose events report the bytes downloaded). A service that cannot pull (an
+ * older build: the route answers 404, or its capabilities say `model_pull: false`) gets a note
+ * instead of a form that cannot work.
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { formatBytes, formatCount } from '../format.js';
+import { href } from '../router.js';
+import { ApiError, hasScope, request } from '../session.js';
+import { followTaskEvents } from '../stream.js';
+import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp, usePoll } from '../ui.js';
+import { isUnfinished, type List, type Model, type Service, type Task } from '../wire.js';
+import { applyEvents, PullProgress, type LiveState } from './task.js';
+import { REFRESH_MS } from './tasks.js';
+
+const PULL_UNAVAILABLE = 'This service cannot pull models: POST /v1/models/pull is not available in this version of lmsp. Register a file with `lmsp models add PATH` instead.';
+
+function PullRow({ task }: { task: Task }) {
+  const { session } = useApp();
+  const [live, setLive] = useState<LiveState>({ text: '', events: [], eventCount: 0, pull: null, ended: false });
+  useEffect(() => {
+    if (!isUnfinished(task.status)) return;
+    const abort = new AbortController();
+    void followTaskEvents(session, task.id, 0, (events) => setLive((state) => applyEvents(state, events)), abort.signal).catch(() => undefined);
+    return () => abort.abort();
+  }, [task.id, isUnfinished(task.status)]);
+  return (
+    <li>
+      <a href={href('tasks', task.id)}><Code>{task.id}</Code></a> <StatusBadge status={task.status} />
+      {task.error && <span class="error-code"> {task.error.code}</span>}
+      {isUnfinished(task.status) && <PullProgress pull={live.pull} />}
+    </li>
+  );
+}
+
+function PullForm({ available, onPulled }: { available: boolean; onPulled: () => void }) {
+  const { session, announce } = useApp();
+  const [source, setSource] = useState('');
+  const [id, setId] = useState('');
+  const [digest, setDigest] = useState('');
+  const [message, setMessage] = useState<{ kind: 'error' | 'success' | 'note'; text: string } | null>(null);
+  const [missing, setMissing] = useState(!available);
+  const [busy, setBusy] = useState(false);
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setMessage(null);
+    try {
+      const task = await request<Task>(session, 'POST', 'v1/models/pull', {
+        source: source.trim(), ...(id.trim() ? { id: id.trim() } : {}), ...(digest.trim() ? { digest: digest.trim() } : {}),
+      });
+      setMessage({ kind: 'success', text: `Pull started as task ${task.id}.` });
+      announce('Pull started.');
+      onPulled();
+    } catch (failure) {
+      if (failure instanceof ApiError && failure.status === 404 && /^No route/.test(failure.message)) setMissing(true);
+      else setMessage({ kind: 'error', text: (failure as Error).message });
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  if (missing) return <Notice>{PULL_UNAVAILABLE}</Notice>;
+  return (
+    <form class="panel form" onSubmit={submit} aria-labelledby="pull-model">
+      <h2 id="pull-model">Pull a model</h2>
+      <div class="field">
+        <label for="pull-source">Source</label>
+        <input id="pull-source" value={source} onInput={(event) => setSource(event.currentTarget.value)} required
+          placeholder="hf:OWNER/REPO/FILE.gguf" aria-describedby="pull-source-help" spellcheck={false} />
+        <p id="pull-source-help" class="help">A file of a Hugging Face repository (<code>hf:OWNER/REPO/FILE.gguf</code>, optionally <code>@REVISION</code>) or an <code>https://</code> URL of a GGUF file.</p>
+      </div>
+      <div class="field-row">
+        <div class="field">
+          <label for="pull-id">Model id <span class="optional">(optional)</span></label>
+          <input id="pull-id" value={id} onInput={(event) => setId(event.currentTarget.value)} spellcheck={false} />
+        </div>
+        <div class="field">
+          <label for="pull-digest">Expected digest <span class="optional">(optional)</span></label>
+          <input id="pull-digest" value={digest} onInput={(event) => setDigest(event.currentTarget.value)} placeholder="sha256:…" spellcheck={false} />
+        </div>
+      </div>
+      {message && <Notice kind={message.kind}>{message.text}</Notice>}
+      <button type="submit" class="primary" disabled={busy}>{busy ? 'Starting…' : 'Pull'}</button>
+    </form>
+  );
+}
+
+export function ModelsView() {
+  const { session } = useApp();
+  const models = usePoll(() => request<List<Model>>(session, 'GET', 'v1/models'), REFRESH_MS * 2, []);
+  const service = usePoll(() => request<Service>(null, 'GET', 'v1/service'), null, []);
+  const canWrite = hasScope(session, 'models:write');
+  const canSeeTasks = hasScope(session, 'responses');
+  const pulls = usePoll(() => (canSeeTasks ? request<List<Task>>(session, 'GET', 'v1/tasks?limit=100') : Promise.resolve(null)), REFRESH_MS, []);
+  const pullTasks = (pulls.data?.data ?? []).filter((task) => task.kind === 'model_pull').slice(0, 10);
+
+  return (
+    <>
+      <PageHeading>Models</PageHeading>
+      <p class="lead">GGUF files known by their SHA-256 digest. A model loads on first use and stays loaded for a while after its last one.</p>
+      <ErrorNotice error={models.error} />
+      {models.data && (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">Registered models</caption>
+            <thead>
+              <tr>
+                <th scope="col">Model</th><th scope="col">Status</th><th scope="col">Loaded</th><th scope="col">Size</th>
+                <th scope="col">Architecture</th><th scope="col">Parameters</th><th scope="col">Quantization</th><th scope="col">Context</th><th scope="col">Digest</th>
+              </tr>
+            </thead>
+            <tbody>
+              {models.data.data.map((model) => (
+                <tr key={model.id}>
+                  <td><strong>{model.id}</strong>{model.path && <div class="path">{model.path}</div>}</td>
+                  <td><StatusBadge status={model.status} /></td>
+                  <td>{model.loaded ? 'yes' : 'no'}</td>
+                  <td>{formatBytes(model.size_bytes)}</td>
+                  <td>{model.architecture ?? '-'}</td>
+                  <td>{formatCount(model.parameters)}</td>
+                  <td>{model.quantization ?? '-'}</td>
+                  <td>{formatCount(model.context_length)}</td>
+                  <td><code class="digest" title={model.digest}>{model.digest.slice(0, 19)}…</code></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {canWrite && service.data && <PullForm available={service.data.capabilities.model_pull !== false} onPulled={pulls.refresh} />}
+      {!canWrite && <p class="help">Pulling and registering models needs the <code>models:write</code> scope.</p>}
+      {pullTasks.length > 0 && (
+        <section class="panel" aria-labelledby="pulls">
+          <h2 id="pulls">Pulls</h2>
+          <ul class="pulls">{pullTasks.map((task) => <PullRow key={task.id} task={task} />)}</ul>
+        </section>
+      )}
+    </>
+  );
+}

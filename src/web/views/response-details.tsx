@@ -1,0 +1,52 @@
+/** A response's request and usage (LMSP 6), shown with its task. */
+import { formatNumber } from '../format.js';
+import { request } from '../session.js';
+import { Code, ErrorNotice, useApp, usePoll } from '../ui.js';
+import { messageText, type InputMessage, type List, type Response } from '../wire.js';
+
+export function ResponseDetails({ responseId, final }: { responseId: string; final: boolean }) {
+  const { session } = useApp();
+  const path = `v1/responses/${encodeURIComponent(responseId)}`;
+  // Read once, and again when the task finishes (usage is final then).
+  const response = usePoll(() => request<Response>(session, 'GET', path), null, [responseId, final]);
+  const input = usePoll(() => request<List<InputMessage>>(session, 'GET', `${path}/input_items?order=asc&limit=100`), null, [responseId]);
+  const value = response.data;
+  return (
+    <section class="panel" aria-labelledby="response-details">
+      <h2 id="response-details">Response <Code>{responseId}</Code></h2>
+      <ErrorNotice error={response.error ?? input.error} />
+      {value && (
+        <dl class="facts">
+          <div><dt>Status</dt><dd>{value.status}</dd></div>
+          <div><dt>Background</dt><dd>{value.background ? 'yes' : 'no'}</dd></div>
+          <div><dt>Max output tokens</dt><dd>{value.max_output_tokens}</dd></div>
+          <div><dt>Temperature</dt><dd>{value.temperature}</dd></div>
+          <div><dt>Top p</dt><dd>{value.top_p}</dd></div>
+          <div><dt>Seed</dt><dd>{value.seed}</dd></div>
+          <div><dt>Input tokens</dt><dd>{formatNumber(value.usage?.input_tokens)}</dd></div>
+          <div><dt>Output tokens</dt><dd>{formatNumber(value.usage?.output_tokens)}</dd></div>
+          {value.previous_response_id && <div><dt>Continues</dt><dd><Code>{value.previous_response_id}</Code></dd></div>}
+        </dl>
+      )}
+      {value?.instructions && (
+        <>
+          <h3>Instructions</h3>
+          <pre class="message">{value.instructions}</pre>
+        </>
+      )}
+      {input.data && input.data.data.length > 0 && (
+        <>
+          <h3>Input</h3>
+          <ol class="messages">
+            {input.data.data.map((message, index) => (
+              <li key={message.id ?? index}>
+                <span class="role">{message.role}</span>
+                <pre class="message">{messageText(message.content)}</pre>
+              </li>
+            ))}
+          </ol>
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,192 @@
+/**
+ * One task, live (LMSP 7.3): its status, the text as it is generated, its event log, and cancel.
+ * The page follows the task's event stream; what it shows is rebuilt from the events alone, the
+ * way any client rebuilds a response from its stream.
+ */
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { formatBytes, formatDuration, formatTime } from '../format.js';
+import { href } from '../router.js';
+import { request } from '../session.js';
+import { followTaskEvents } from '../stream.js';
+import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp } from '../ui.js';
+import { isUnfinished, outputText, type Response, type Task, type TaskEvent } from '../wire.js';
+import { ResponseDetails } from './response-details.js';
+import { taskDuration } from './tasks.js';
+
+/** Rows of the event log shown at once; the whole log stays available from the API. */
+const LOG_ROWS = 300;
+
+export interface LiveState {
+  text: string;
+  events: TaskEvent[];
+  eventCount: number;
+  pull: { downloaded: number; total: number | null } | null;
+  ended: boolean;
+}
+
+const EMPTY: LiveState = { text: '', events: [], eventCount: 0, pull: null, ended: false };
+
+/** What a batch of events changes in the view (text, log, pull progress). */
+export function applyEvents(state: LiveState, events: TaskEvent[]): LiveState {
+  let { text, pull, ended } = state;
+  for (const event of events) {
+    const response = event.response as Response | undefined;
+    if (response && Array.isArray(response.output)) {
+      // Events that carry the response carry its text so far: a retry starts it again.
+      text = outputText(response.output);
+    } else if (event.type === 'response.output_text.delta' && typeof event.delta === 'string') {
+      text += event.delta;
+    } else if (event.type === 'chat.completion.chunk') {
+      // LMSP 13: the chunk as streamed, under `chunk` or at the top level of the event.
+      const chunk = (event.chunk ?? event) as { choices?: Array<{ delta?: { content?: string | null } }> };
+      text += chunk.choices?.[0]?.delta?.content ?? '';
+    } else if (event.type === 'chat.completion.completed') {
+      const completion = (event.completion ?? event) as { choices?: Array<{ message?: { content?: string | null } }> };
+      text = completion.choices?.[0]?.message?.content ?? text;
+    } else if (event.type === 'model.pull.progress' || event.type === 'model.pull.resumed') {
+      const downloaded = Number(event.downloaded_bytes ?? 0);
+      const total = event.total_bytes === null || event.total_bytes === undefined ? null : Number(event.total_bytes);
+      pull = { downloaded, total };
+    }
+    if (/\.(completed|incomplete|failed|cancelled)$/.test(event.type)) ended = true;
+  }
+  const log = [...state.events, ...events];
+  return { text, pull, ended, events: log.slice(-LOG_ROWS), eventCount: state.eventCount + events.length };
+}
+
+export function PullProgress({ pull }: { pull: LiveState['pull'] }) {
+  if (!pull) return null;
+  const label = `${formatBytes(pull.downloaded)}${pull.total ? ` of ${formatBytes(pull.total)}` : ''}`;
+  return (
+    <div class="pull-progress">
+      <progress value={pull.downloaded} max={pull.total ?? undefined} aria-label="Download progress" aria-valuetext={label} />
+      <span>{label}</span>
+    </div>
+  );
+}
+
+function eventSummary(event: TaskEvent): string {
+  if (typeof event.delta === 'string') return JSON.stringify(event.delta);
+  if (event.type === 'model.pull.progress') return `${formatBytes(Number(event.downloaded_bytes))} of ${formatBytes(Number(event.total_bytes))}`;
+  const response = event.response as Response | undefined;
+  if (response?.error) return `${response.error.code}: ${response.error.message}`;
+  if (response) return `response ${response.status}`;
+  const error = event.error as { code?: string; message?: string } | undefined;
+  if (error) return `${error.code}: ${error.message}`;
+  return '';
+}
+
+export function TaskView({ taskId }: { taskId: string }) {
+  const { session, announce } = useApp();
+  const [task, setTask] = useState<Task | null>(null);
+  const [error, setError] = useState<Error | null>(null);
+  const [live, setLive] = useState<LiveState>(EMPTY);
+  const [cancelMessage, setCancelMessage] = useState<string | null>(null);
+  const lastStatus = useRef<string | null>(null);
+  const log = useRef<HTMLDivElement>(null);
+  const logAtEnd = useRef(true);
+
+  // The log follows new events while it is scrolled to its end, and stays put while someone reads back.
+  useEffect(() => {
+    if (log.current && logAtEnd.current) log.current.scrollTop = log.current.scrollHeight;
+  }, [live.eventCount]);
+
+  const reload = async () => {
+    try {
+      const next = await request<Task>(session, 'GET', `v1/tasks/${encodeURIComponent(taskId)}`);
+      if (lastStatus.current !== null && lastStatus.current !== next.status) announce(`Task ${next.status}.`);
+      lastStatus.current = next.status;
+      setTask(next);
+    } catch (failure) {
+      setError(failure as Error);
+    }
+  };
+
+  useEffect(() => {
+    const abort = new AbortController();
+    void reload();
+    void followTaskEvents(session, taskId, 0, (events) => {
+      setLive((state) => applyEvents(state, events));
+      // Status changes come as events other than deltas: read the task again then.
+      if (events.some((event) => !event.type.endsWith('.delta') && event.type !== 'chat.completion.chunk' && event.type !== 'model.pull.progress')) void reload();
+    }, abort.signal).catch((failure: Error) => setError(failure));
+    return () => abort.abort();
+  }, [taskId]);
+
+  const cancel = async () => {
+    setCancelMessage(null);
+    try {
+      const next = await request<Task>(session, 'POST', `v1/tasks/${encodeURIComponent(taskId)}/cancel`);
+      setTask(next);
+      setCancelMessage(next.status === 'cancelled' ? 'The task was cancelled.' : 'Cancel accepted: the task stops within a second.');
+      announce(`Cancel accepted; task ${next.status}.`);
+    } catch (failure) {
+      setCancelMessage((failure as Error).message);
+    }
+  };
+
+  const streaming = task ? isUnfinished(task.status) : !live.ended;
+  return (
+    <>
+      <p class="crumbs"><a href={href('tasks')}>Tasks</a> / <Code>{taskId}</Code></p>
+      <PageHeading>Task <Code>{taskId}</Code></PageHeading>
+      <ErrorNotice error={error} />
+      {task && (
+        <section class="panel" aria-labelledby="task-summary">
+          <h2 id="task-summary">Summary</h2>
+          <dl class="facts">
+            <div><dt>Status</dt><dd><StatusBadge status={task.status} /></dd></div>
+            <div><dt>Kind</dt><dd>{task.kind}</dd></div>
+            <div><dt>Model</dt><dd>{task.model}</dd></div>
+            <div><dt>Client</dt><dd><Code>{task.client_id}</Code></dd></div>
+            <div><dt>Created</dt><dd>{formatTime(task.created_at)}</dd></div>
+            <div><dt>Run time</dt><dd>{formatDuration(taskDuration(task))}</dd></div>
+            <div><dt>Attempt</dt><dd>{task.attempt}</dd></div>
+            <div><dt>On restart</dt><dd>{task.on_restart}</dd></div>
+            <div><dt>Events</dt><dd>{task.last_sequence_number}</dd></div>
+            {task.error && <div><dt>Error</dt><dd><code>{task.error.code}</code> {task.error.message}</dd></div>}
+          </dl>
+          {isUnfinished(task.status) && (
+            <button type="button" class="danger" onClick={cancel} disabled={task.status === 'cancelling'}>
+              {task.status === 'cancelling' ? 'Cancelling…' : 'Cancel task'}
+            </button>
+          )}
+          {cancelMessage && <Notice>{cancelMessage}</Notice>}
+        </section>
+      )}
+      <section class="panel" aria-labelledby="task-output">
+        <h2 id="task-output">Output</h2>
+        <PullProgress pull={live.pull} />
+        {/* A polite live region, busy while text streams in: screen readers read it once settled. */}
+        <pre class="output" aria-live="polite" aria-busy={streaming ? 'true' : 'false'} data-testid="output">{live.text}</pre>
+        {!live.text && <p class="empty">{streaming ? 'No output yet.' : 'No output.'}</p>}
+      </section>
+      {task?.kind === 'response' && task.response_id && <ResponseDetails responseId={task.response_id} final={!streaming} />}
+      <section class="panel" aria-labelledby="task-events">
+        <h2 id="task-events">Event log</h2>
+        <p class="help">
+          {live.eventCount} events{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {streaming ? 'Following live.' : 'The log is complete.'}
+        </p>
+        <div class="table-wrap log" ref={log} tabIndex={0} role="region" aria-label="Event log, scrollable" onScroll={(event) => {
+          const element = event.currentTarget;
+          logAtEnd.current = element.scrollTop + element.clientHeight >= element.scrollHeight - 8;
+        }}>
+          <table>
+            <caption class="visually-hidden">Events of task {taskId}</caption>
+            <thead><tr><th scope="col">#</th><th scope="col">Type</th><th scope="col">Time</th><th scope="col">Detail</th></tr></thead>
+            <tbody>
+              {live.events.map((event) => (
+                <tr key={event.sequence_number}>
+                  <td class="number">{event.sequence_number}</td>
+                  <td><code>{event.type}</code></td>
+                  <td>{new Date(event.created_at * 1000).toLocaleTimeString()}</td>
+                  <td class="detail">{eventSummary(event)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+    </>
+  );
+}

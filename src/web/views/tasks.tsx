@@ -1,0 +1,91 @@
+/** Tasks (LMSP 7): a live list, filtered by status, newest first. */
+import { useState } from 'preact/hooks';
+import { formatDuration } from '../format.js';
+import { href } from '../router.js';
+import { hasScope, request } from '../session.js';
+import { Ago, Code, ErrorNotice, PageHeading, StatusBadge, useApp, usePoll } from '../ui.js';
+import type { List, Task } from '../wire.js';
+
+export const REFRESH_MS = 1500;
+
+const FILTERS = [
+  { value: 'all', label: 'All', statuses: null },
+  { value: 'unfinished', label: 'Unfinished', statuses: 'queued,loading,running,cancelling' },
+  { value: 'completed', label: 'Completed', statuses: 'completed' },
+  { value: 'failed', label: 'Failed', statuses: 'failed' },
+  { value: 'cancelled', label: 'Cancelled', statuses: 'cancelled,cancelling' },
+] as const;
+
+type Filter = (typeof FILTERS)[number]['value'];
+
+export function taskDuration(task: Task, now = Date.now() / 1000): number | null {
+  if (task.started_at === null) return null;
+  return (task.finished_at ?? now) - task.started_at;
+}
+
+export function TaskTable({ tasks, caption, showClient }: { tasks: Task[]; caption: string; showClient: boolean }) {
+  return (
+    <div class="table-wrap">
+      <table>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            <th scope="col">Task</th>
+            <th scope="col">Kind</th>
+            <th scope="col">Model</th>
+            <th scope="col">Status</th>
+            <th scope="col">Created</th>
+            <th scope="col">Run time</th>
+            {showClient && <th scope="col">Client</th>}
+          </tr>
+        </thead>
+        <tbody>
+          {tasks.map((task) => (
+            <tr key={task.id}>
+              <td><a href={href('tasks', task.id)}><Code>{task.id}</Code></a></td>
+              <td>{task.kind}</td>
+              <td>{task.model}</td>
+              <td><StatusBadge status={task.status} />{task.error && <span class="error-code"> {task.error.code}</span>}</td>
+              <td><Ago seconds={task.created_at} /></td>
+              <td>{formatDuration(taskDuration(task))}</td>
+              {showClient && <td><Code>{task.client_id}</Code></td>}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export function TasksView() {
+  const { session } = useApp();
+  const [filter, setFilter] = useState<Filter>('all');
+  const statuses = FILTERS.find((candidate) => candidate.value === filter)!.statuses;
+  const tasks = usePoll(
+    () => request<List<Task>>(session, 'GET', `v1/tasks?limit=50${statuses ? `&status=${statuses}` : ''}`),
+    REFRESH_MS, [filter]);
+  const admin = hasScope(session, 'admin');
+
+  return (
+    <>
+      <PageHeading>Tasks</PageHeading>
+      <p class="lead">Every response, chat completion and model pull is a durable task. The list refreshes by itself; open a task to follow its output and its event log live.</p>
+      <fieldset class="filters">
+        <legend>Show</legend>
+        {FILTERS.map((option) => (
+          <label key={option.value} class="filter">
+            <input type="radio" name="status-filter" value={option.value} checked={filter === option.value}
+              onChange={() => setFilter(option.value)} />
+            {option.label}
+          </label>
+        ))}
+      </fieldset>
+      <ErrorNotice error={tasks.error} />
+      {tasks.data && tasks.data.data.length === 0 && <p class="empty">No {filter === 'all' ? '' : `${filter} `}tasks{admin ? '' : ' of yours'}.</p>}
+      {tasks.data && tasks.data.data.length > 0 && (
+        <TaskTable tasks={tasks.data.data} showClient={admin}
+          caption={`${filter === 'all' ? 'Latest' : FILTERS.find((f) => f.value === filter)!.label} tasks${tasks.data.has_more ? ' (the 50 newest)' : ''}`} />
+      )}
+    </>
+  );
+}

@@ -1,0 +1,147 @@
+/**
+ * LMSP 15: GET /metrics in the Prometheus text format, read back with a real parser, moves with
+ * the work the service does; only the `metrics` and `admin` scopes may scrape it.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { ResponseObject, TaskEvent } from '../../src/api/types.js';
+import { scrape } from '../helpers/prometheus.js';
+import { api, pairClient, waitFor, withService } from '../helpers/service.js';
+import { readSse } from '../helpers/sse.js';
+
+const SPEC_METRICS = [
+  'lmsp_http_requests_total', 'lmsp_http_request_duration_seconds', 'lmsp_tasks', 'lmsp_tasks_finished_total',
+  'lmsp_queue_wait_seconds', 'lmsp_time_to_first_token_seconds', 'lmsp_generated_tokens_total', 'lmsp_model_loads_total',
+  'lmsp_models_loaded', 'lmsp_open_streams', 'lmsp_db_commit_duration_seconds', 'lmsp_recovered_tasks_total',
+];
+
+describe('GET /metrics (LMSP 15)', () => {
+  test('scrape access: metrics or admin scope; another scope gets 403 insufficient_scope, no token 401', () => withService({}, async (service) => {
+    const scraper = await pairClient(service, ['metrics'], 'prometheus');
+    const responder = await pairClient(service, ['responses', 'models:read'], 'app');
+
+    const plain = await fetch(`${service.url}/metrics`, { headers: { authorization: `Bearer ${scraper.token}` } });
+    assert.equal(plain.status, 200);
+    assert.match(plain.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    assert.ok((await scrape(service.url, service.token)).families.size > 0, 'the operator (admin) scrapes too');
+
+    const denied = await fetch(`${service.url}/metrics`, { headers: { authorization: `Bearer ${responder.token}` } });
+    assert.equal(denied.status, 403);
+    assert.equal(((await denied.json()) as { error: { code: string } }).error.code, 'insufficient_scope');
+    const anonymous = await fetch(`${service.url}/metrics`);
+    assert.equal(anonymous.status, 401);
+    assert.equal(anonymous.headers.get('www-authenticate'), 'Bearer');
+    // A scrape token can do nothing else.
+    const tasks = await api({ url: service.url, token: scraper.token }, '/v1/tasks');
+    assert.equal(tasks.status, 403);
+  }));
+
+  test('every metric of the spec, and the process and Node.js metrics, with the labels it names', () => withService({}, async (service) => {
+    await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+    const metrics = await scrape(service.url, service.token);
+    for (const name of SPEC_METRICS) assert.ok(metrics.families.has(name), `${name} is exposed`);
+    assert.ok([...metrics.families.keys()].some((name) => name.startsWith('process_')), 'process_* metrics');
+    assert.ok([...metrics.families.keys()].some((name) => name.startsWith('nodejs_')), 'nodejs_* metrics');
+    assert.equal(metrics.family('lmsp_http_request_duration_seconds').type, 'HISTOGRAM');
+    for (const name of ['lmsp_queue_wait_seconds', 'lmsp_time_to_first_token_seconds', 'lmsp_db_commit_duration_seconds']) {
+      assert.equal(metrics.family(name).type, 'HISTOGRAM', name);
+    }
+    const labels = (name: string) => Object.keys(metrics.family(name).metrics[0]?.labels ?? {}).sort();
+    assert.deepEqual(labels('lmsp_http_requests_total'), ['method', 'route', 'status']);
+    assert.deepEqual(labels('lmsp_tasks'), ['kind', 'status']);
+    assert.deepEqual(labels('lmsp_tasks_finished_total'), ['kind', 'status']);
+    assert.deepEqual(labels('lmsp_generated_tokens_total'), ['model']);
+    assert.deepEqual(labels('lmsp_model_loads_total'), ['model', 'result']);
+    assert.deepEqual(labels('lmsp_recovered_tasks_total'), ['action']);
+    // Queue waits and first tokens are measured from milliseconds to minutes.
+    const bounds = Object.keys(metrics.family('lmsp_queue_wait_seconds').metrics[0]!.buckets!).map(Number).filter(Number.isFinite);
+    assert.ok(Math.min(...bounds) <= 0.005 && Math.max(...bounds) >= 300, `queue wait buckets ${bounds.join(',')}`);
+  }));
+
+  test('counters move with the work: tokens, finished tasks by status, requests by route, a cancel, open streams', () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {
+      const app = await pairClient(service, ['responses'], 'app');
+      const scraper = await pairClient(service, ['metrics'], 'prometheus');
+      const before = await scrape(service.url, scraper.token);
+      const commitsBefore = before.count('lmsp_db_commit_duration_seconds');
+
+      const finished: ResponseObject[] = [];
+      for (let i = 0; i < 3; i++) finished.push((await app.client.createResponse({ model: 'lmsp-tiny', input: `n${i}`, max_output_tokens: 8 })).body);
+      assert.ok(finished.every((response) => response.status === 'incomplete'));
+
+      // A long background task, followed by a stream, then cancelled.
+      const long = (await app.client.createResponse({ model: 'lmsp-tiny', input: 'long', max_output_tokens: 5000, background: true })).body;
+      await waitFor(async () => ((await app.client.getResponse(long.id)).usage?.output_tokens ?? 0) > 0, { what: 'the long task to produce output' });
+      const stream = await fetch(`${service.url}/v1/tasks/${long.task.id}/events?stream=true`, { headers: { authorization: `Bearer ${app.token}` } });
+      const frames = readSse(stream);
+      await frames.next();
+      await waitFor(async () => (await scrape(service.url, scraper.token)).value('lmsp_open_streams') === 1, { what: 'one open stream' });
+      const cancel = await api({ url: service.url, token: app.token }, `/v1/tasks/${long.task.id}/cancel`, { method: 'POST' });
+      assert.equal(cancel.status, 202);
+      for await (const frame of frames) if (frame.event === 'response.cancelled') break;
+      await waitFor(async () => (await scrape(service.url, scraper.token)).value('lmsp_open_streams') === 0, { what: 'the stream to be closed' });
+
+      await api({ url: service.url, token: app.token }, `/v1/tasks/${finished[0]!.task.id}`);
+      await api({ url: service.url, token: app.token }, `/v1/tasks/${finished[1]!.task.id}`);
+      assert.equal((await fetch(`${service.url}/v1/no/such/route/${'x'.repeat(10)}`)).status, 404);
+
+      const after = await scrape(service.url, scraper.token);
+      const cancelled = await app.client.getResponse(long.id);
+      assert.equal(cancelled.status, 'cancelled');
+      const outputTokens = [...finished, cancelled].reduce((total, response) => total + response.usage!.output_tokens, 0);
+      assert.equal(after.value('lmsp_generated_tokens_total', { model: 'lmsp-tiny' }), outputTokens, 'every committed token is counted once');
+
+      assert.equal(after.value('lmsp_tasks_finished_total', { kind: 'response', status: 'completed' }), 3);
+      assert.equal(after.value('lmsp_tasks_finished_total', { kind: 'response', status: 'cancelled' }), 1);
+      assert.equal(after.value('lmsp_tasks_finished_total', { status: 'failed' }), 0);
+      assert.equal(after.value('lmsp_tasks', { kind: 'response', status: 'completed' }), 3);
+      assert.equal(after.value('lmsp_tasks', { kind: 'response', status: 'cancelled' }), 1);
+      assert.equal(after.value('lmsp_tasks', { kind: 'response', status: 'queued' }), 0);
+      assert.equal(after.value('lmsp_tasks', { kind: 'response', status: 'running' }), 0);
+
+      assert.equal(after.count('lmsp_queue_wait_seconds'), 4, 'one queue wait per started task');
+      assert.equal(after.count('lmsp_time_to_first_token_seconds'), 4, 'one first token per run');
+      assert.equal(after.value('lmsp_model_loads_total', { model: 'lmsp-tiny', result: 'loaded' }), 1);
+      assert.equal(after.value('lmsp_models_loaded'), 1);
+      assert.ok(after.count('lmsp_db_commit_duration_seconds') > commitsBefore, 'commits are timed');
+
+      assert.equal(after.value('lmsp_http_requests_total', { method: 'POST', route: '/v1/responses', status: '200' }), 3);
+      assert.equal(after.value('lmsp_http_requests_total', { method: 'POST', route: '/v1/responses', status: '202' }), 1);
+      assert.equal(after.value('lmsp_http_requests_total', { method: 'POST', route: '/v1/tasks/:id/cancel', status: '202' }), 1);
+      assert.equal(after.value('lmsp_http_requests_total', { method: 'GET', route: '/v1/tasks/:id', status: '200' }), 2);
+      assert.ok(after.value('lmsp_http_requests_total', { route: 'unmatched', status: '404' }) >= 1);
+      assert.equal(after.count('lmsp_http_request_duration_seconds', { method: 'POST', route: '/v1/responses' }), 4);
+      const routes = after.labelValues('lmsp_http_requests_total', 'route');
+      assert.ok(routes.every((route) => !/task_|resp_|cli_|xxxx/.test(route)), `no ids in route labels: ${routes.join(' ')}`);
+    }));
+
+  test('recovery at startup is counted by action; a resumed run counts only its new tokens and no first token', () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
+      const resumed = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'a', max_output_tokens: 5000, background: true, on_restart: 'resume' })).body;
+      const failed = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'b', max_output_tokens: 5, background: true, on_restart: 'fail' })).body;
+      await waitFor(async () => ((await service.client.getResponse(resumed.id)).usage?.output_tokens ?? 0) >= 5, { what: 'output before the crash' });
+      await service.kill();
+
+      const restarted = await service.restart();
+      const metrics = await scrape(restarted.url, restarted.token);
+      assert.equal(metrics.value('lmsp_recovered_tasks_total', { action: 'resumed' }), 1);
+      assert.equal(metrics.value('lmsp_recovered_tasks_total', { action: 'failed' }), 1);
+      assert.equal(metrics.value('lmsp_recovered_tasks_total', { action: 'requeued' }), 0);
+      assert.equal(metrics.value('lmsp_tasks_finished_total', { kind: 'response', status: 'failed' }), 1);
+      assert.equal((await restarted.client.getResponse(failed.id)).error?.code, 'server_restarted');
+
+      await waitFor(async () => ((await restarted.client.getResponse(resumed.id)).usage?.output_tokens ?? 0) >= 20, { what: 'output after the restart' });
+      await restarted.client.request('POST', `/v1/responses/${resumed.id}/cancel`);
+      const final = await waitFor(async () => {
+        const response = await restarted.client.getResponse(resumed.id);
+        return response.status === 'cancelled' ? response : null;
+      }, { what: 'the cancel' });
+      const events: TaskEvent[] = (await restarted.client.taskEvents(resumed.task.id, 0, 1000)).data;
+      const resumedEvent = events.find((event) => event.type === 'response.resumed')!;
+      const tokensAtRestart = resumedEvent.output_tokens as number;
+      const after = await scrape(restarted.url, restarted.token);
+      assert.equal(after.value('lmsp_generated_tokens_total', { model: 'lmsp-tiny' }), final.usage!.output_tokens - tokensAtRestart);
+      assert.equal(after.count('lmsp_time_to_first_token_seconds'), 0, 'a resumed run is not a fresh start');
+      assert.equal(after.count('lmsp_queue_wait_seconds'), 0, 'a resumed run never waited in the queue');
+    }));
+});

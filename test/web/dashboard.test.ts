@@ -1,0 +1,238 @@
+/**
+ * The dashboard in a real browser against the real service (LMSP 15): sign in with a pairing code,
+ * follow a task's text as it is generated, cancel, revoke a client (whose session then ends), pull
+ * a model, and no serious accessibility violation on any view. Screenshots go to
+ * .lmsp-test/screenshots/ (git-ignored).
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import type { Page } from 'playwright-core';
+import type { TaskObject } from '../../src/api/types.js';
+import { NO_BROWSER, screenshot, seriousViolations, signIn, withBrowser } from '../helpers/browser.js';
+import { api, waitFor, withService, type TestService } from '../helpers/service.js';
+
+const VIEWS = [
+  { hash: '#/', heading: 'Overview' },
+  { hash: '#/tasks', heading: 'Tasks' },
+  { hash: '#/responses', heading: 'Responses' },
+  { hash: '#/chat', heading: 'Chat completions' },
+  { hash: '#/models', heading: 'Models' },
+  { hash: '#/clients', heading: 'Clients' },
+];
+
+async function openView(page: Page, service: TestService, hash: string, heading: string): Promise<void> {
+  await page.goto(`${service.url}/${hash}`);
+  await page.getByRole('heading', { level: 1, name: heading }).waitFor();
+}
+
+async function assertAccessible(page: Page, view: string): Promise<void> {
+  const violations = await seriousViolations(page);
+  assert.deepEqual(violations, [], `serious accessibility violations on ${view}`);
+}
+
+async function statusOf(page: Page): Promise<string> {
+  return (await page.locator('.facts .badge').first().textContent()) ?? '';
+}
+
+describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, () => {
+  test('sign in with a pairing code: the token stays in sessionStorage; every view is accessible; sign out forgets it', () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      await page.goto(`${service.url}/`);
+      await page.getByRole('heading', { level: 1, name: 'Sign in to lmsp' }).waitFor();
+      await screenshot(page, 'sign-in');
+      await assertAccessible(page, 'sign-in');
+
+      // A wrong code is refused with the service's message, and nothing is stored.
+      await page.getByLabel('Pairing code').fill('ZZZZ-ZZZZ');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('alert').filter({ hasText: 'pairing code' }).waitFor();
+      assert.equal(await page.evaluate('sessionStorage.length'), 0);
+
+      await signIn(page, service, ['admin', 'metrics'], 'operator console');
+      const stored = await page.evaluate("({ session: sessionStorage.getItem('lmsp.session'), local: localStorage.length, cookie: document.cookie })") as { session: string | null; local: number; cookie: string };
+      const session = JSON.parse(stored.session!) as { token: string; client: { name: string } };
+      assert.match(session.token, /^lmsp_[A-Za-z0-9_-]{43}$/);
+      assert.equal(session.client.name, 'operator console');
+      assert.equal(stored.local, 0, 'nothing in localStorage');
+      assert.equal(stored.cookie, '', 'no cookie');
+      assert.equal((await browser.context.cookies()).length, 0);
+
+      // Work for the views to show.
+      await service.client.createResponse({ model: 'lmsp-tiny', input: 'hello', max_output_tokens: 12 });
+      for (const view of VIEWS) {
+        await openView(page, service, view.hash, view.heading);
+        if (view.hash === '#/') await page.getByTestId('tokens-total').filter({ hasText: '12' }).waitFor();
+        if (view.hash === '#/tasks') await page.locator('tbody tr').first().waitFor();
+        if (view.hash === '#/chat') await page.getByText('does not serve stored chat completions').or(page.locator('table, .empty')).first().waitFor();
+        if (view.hash === '#/clients') await page.getByRole('cell', { name: 'operator console (you)' }).waitFor();
+        await screenshot(page, `view-${view.heading.toLowerCase().replace(/ /g, '-')}`);
+        await assertAccessible(page, view.heading);
+      }
+
+      // Keyboard: on a page load the skip link is the first stop and leads to the view; a view
+      // opened from the sections takes the focus on its heading.
+      await page.goto(`${service.url}/#/tasks`);
+      await page.reload();
+      await page.getByRole('heading', { level: 1, name: 'Tasks' }).waitFor();
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate('document.activeElement?.textContent'), 'Skip to content');
+      await page.keyboard.press('Enter');
+      assert.equal(await page.evaluate('document.activeElement?.id'), 'main');
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate('document.activeElement?.getAttribute("name")'), 'status-filter', 'then the status filter');
+      await page.getByRole('link', { name: 'Models' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Models' }).waitFor();
+      assert.equal(await page.evaluate('document.activeElement?.tagName'), 'H1');
+
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Sign in to lmsp' }).waitFor();
+      assert.equal(await page.evaluate("sessionStorage.getItem('lmsp.session')"), null);
+    })));
+
+  test('a background task streams into its page as it is generated, then its event log is complete', () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      const client = await signIn(page, service, ['responses', 'models:read']);
+      const created = (await client.createResponse({ model: 'lmsp-tiny', input: 'a story', max_output_tokens: 120, background: true, seed: 3 })).body;
+      await page.goto(`${service.url}/#/tasks/${created.task.id}`);
+      const output = page.getByTestId('output');
+      // Part of the text is on the page while the task still runs.
+      const partial = await waitFor(async () => {
+        const text = (await output.textContent()) ?? '';
+        return text.length > 0 && (await statusOf(page)) === 'running' ? text : null;
+      }, { what: 'partial output while running' });
+      await screenshot(page, 'task-streaming');
+      await assertAccessible(page, 'task (streaming)');
+      await page.locator('.facts .badge', { hasText: 'completed' }).waitFor({ timeout: 60_000 });
+
+      const final = await service.client.getResponse(created.id);
+      const text = final.output[0]!.content[0]!.text;
+      assert.ok(partial.length < text.length && text.startsWith(partial), 'the text grew on the page');
+      await waitFor(async () => (await output.textContent()) === text, { what: 'the whole text on the page' });
+      const task = await service.client.getTask(created.task.id);
+      await waitFor(async () => (await page.locator('.log tbody tr').count()) === task.last_sequence_number, { what: 'every event in the log' });
+      assert.equal(await page.locator('.log tbody tr').last().locator('code').textContent(), 'response.incomplete');
+      assert.equal(await output.getAttribute('aria-busy'), 'false');
+      await screenshot(page, 'task-completed');
+      await assertAccessible(page, 'task (completed)');
+    })));
+
+  test('cancel a running task from its page; the task list filters by status', () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      const client = await signIn(page, service, ['responses']);
+      const done = (await client.createResponse({ model: 'lmsp-tiny', input: 'short', max_output_tokens: 3 })).body;
+      const long = (await client.createResponse({ model: 'lmsp-tiny', input: 'long', max_output_tokens: 5000, background: true })).body;
+      await page.goto(`${service.url}/#/tasks/${long.task.id}`);
+      await page.locator('.facts .badge', { hasText: 'running' }).waitFor();
+      await page.getByRole('button', { name: 'Cancel task' }).click();
+      await page.locator('.facts .badge', { hasText: 'cancelled' }).waitFor();
+      assert.equal((await service.client.getTask(long.task.id)).status, 'cancelled');
+      await screenshot(page, 'task-cancelled');
+
+      await page.goto(`${service.url}/#/tasks`);
+      await page.getByRole('heading', { level: 1, name: 'Tasks' }).waitFor();
+      const rows = page.locator('tbody tr');
+      await waitFor(async () => (await rows.count()) === 2, { what: 'both tasks listed' });
+      await page.getByLabel('Cancelled').check();
+      await waitFor(async () => (await rows.count()) === 1 && (await rows.first().textContent())!.includes(long.task.id), { what: 'the cancelled filter' });
+      await page.getByLabel('Completed').check();
+      await waitFor(async () => (await rows.count()) === 1 && (await rows.first().textContent())!.includes(done.task.id), { what: 'the completed filter' });
+      await page.getByLabel('Failed').check();
+      await page.getByText('No failed tasks').waitFor();
+    })));
+
+  test('revoking a client from the Clients view ends that client\'s dashboard session', () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      const watcher = await browser.newPage();
+      await signIn(watcher, service, ['responses'], 'watcher');
+      await watcher.goto(`${service.url}/#/tasks`);
+      const admin = await browser.context.newPage();
+      await signIn(admin, service, ['admin'], 'admin');
+      await admin.goto(`${service.url}/#/clients`);
+      const row = admin.getByRole('row').filter({ hasText: 'watcher' });
+      await row.getByRole('button', { name: 'Revoke watcher' }).click();
+      await row.getByRole('button', { name: 'Confirm: revoke watcher' }).click();
+      await row.getByText('revoked').waitFor();
+      await screenshot(admin, 'client-revoked');
+
+      await watcher.getByTestId('signed-out').waitFor({ timeout: 15_000 });
+      assert.match((await watcher.getByTestId('signed-out').textContent())!, /no longer accepts this session/);
+      assert.equal(await watcher.evaluate("sessionStorage.getItem('lmsp.session')"), null);
+      await screenshot(watcher, 'signed-out-after-revoke');
+      await assertAccessible(watcher, 'signed out');
+
+      // The admin makes a pairing code from the page; it pairs a new client.
+      await admin.getByLabel('Name').fill('new app');
+      await admin.getByRole('button', { name: 'Make code' }).click();
+      const code = (await admin.getByTestId('pairing-code').textContent())!;
+      const paired = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code, client_name: 'new app' }) });
+      assert.equal(paired.status, 201);
+    })));
+
+  test('pull a model from a local server, with its progress on the Models view', (t) => withLocalModelServer(async (endpoint, serveFile) =>
+    withService({ env: { LMSP_HF_ENDPOINT: endpoint } }, async (service) => {
+      serveFile(join(service.dataDir, 'models', 'lmsp-tiny.gguf'));
+      const probe = await api(service, '/v1/models/pull', { method: 'POST', json: {} });
+      if (probe.status === 404 && /^No route/.test(((await probe.json()) as { error: { message: string } }).error.message)) {
+        t.skip('POST /v1/models/pull (LMSP 5.1) is not served by this build');
+        return;
+      }
+      await withBrowser(async (browser) => {
+        const page = await browser.newPage();
+        await signIn(page, service, ['admin']);
+        await openView(page, service, '#/models', 'Models');
+        await page.getByLabel('Source').fill('hf:lmsp/tiny/lmsp-tiny.gguf');
+        await page.getByLabel('Model id').fill('pulled-tiny');
+        await page.getByRole('button', { name: 'Pull' }).click();
+        await page.getByText('Pull started').waitFor();
+        await page.locator('.pull-progress progress').first().waitFor({ timeout: 30_000 });
+        await screenshot(page, 'model-pull-progress');
+        await assertAccessible(page, 'models (pulling)');
+        await page.getByRole('cell', { name: 'pulled-tiny' }).waitFor({ timeout: 60_000 });
+        const tasks = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
+        assert.ok(tasks.data.some((task) => (task.kind as string) === 'model_pull' && task.status === 'completed'));
+      });
+    })));
+});
+
+/**
+ * Serves a GGUF file (the built-in model's, once the service has written it) as
+ * `<endpoint>/lmsp/tiny/resolve/main/lmsp-tiny.gguf`, slowly (chunks with pauses), so that a pull
+ * takes long enough to show its progress; range requests are honoured.
+ */
+async function withLocalModelServer<T>(test: (endpoint: string, serveFile: (path: string) => void) => Promise<T>): Promise<T> {
+  let file: Buffer | null = null;
+  const server: Server = createServer((request, response) => {
+    if (!file || request.url !== '/lmsp/tiny/resolve/main/lmsp-tiny.gguf') {
+      response.writeHead(404).end();
+      return;
+    }
+    const body = file;
+    const start = Number(/bytes=(\d+)-/.exec(request.headers.range ?? '')?.[1] ?? 0);
+    response.writeHead(start > 0 ? 206 : 200, { 'content-length': String(body.length - start), 'accept-ranges': 'bytes' });
+    let offset = start;
+    const step = () => {
+      if (offset >= body.length || response.destroyed) return void response.end();
+      const chunk = body.subarray(offset, offset + 32 * 1024);
+      offset += chunk.length;
+      response.write(chunk);
+      setTimeout(step, 150);
+    };
+    step();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    return await test(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, (path) => {
+      file = readFileSync(path);
+    });
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
