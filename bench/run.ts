@@ -6,7 +6,9 @@
 import { writeFileSync } from 'node:fs';
 import { packagePath } from '../src/paths.js';
 import { benchCreates } from './creates.js';
+import { benchEmbeddings } from './embeddings.js';
 import { benchFootprint } from './footprint.js';
+import { benchGrammar } from './grammar.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -20,6 +22,8 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   resume: benchResume,
   sweep: benchSweep,
   footprint: benchFootprint,
+  embeddings: benchEmbeddings,
+  grammar: benchGrammar,
 };
 
 function format(value: number, unit: string): string {
