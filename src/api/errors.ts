@@ -26,6 +26,11 @@ export const ERROR_CODES = {
     type: 'invalid_request_error',
     message: 'The input and max_output_tokens do not fit in the model context.',
   },
+  unsupported_schema: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The JSON Schema uses a keyword the service cannot enforce.',
+  },
   invalid_token: { status: 401, type: 'authentication_error', message: 'Missing, unknown or revoked token.' },
   invalid_pairing_code: {
     status: 401,
