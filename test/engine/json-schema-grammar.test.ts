@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { checkSchemaSupported, checkToolsSupported, constraintGrammar } from '../../src/engine/grammar/constraint.js';
 import { boundedInteger, boundedNumber, integerRange, patternToRegExpSource, type NumberBounds } from '../../src/engine/grammar/numbers.js';
 import { PLAIN_TOOL_CALL_SYNTAX } from '../../src/engine/plain-layout.js';
@@ -158,5 +159,39 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     const auto = constraintGrammar({ format: { type: 'json_object' }, tools, toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
     assert.equal(auto.layout, 'content-or-calls');
     assert.throws(() => constraintGrammar({ format: { type: 'text' }, tools, toolChoice: { name: 'other' }, parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX), /not among the tools/);
+  });
+
+  describe('any JSON as a schema', () => {
+    const keywords = fc.constantFrom('type', 'properties', 'required', 'items', 'prefixItems', 'enum', 'const', 'anyOf', 'oneOf', 'allOf', '$ref', '$defs',
+      'minimum', 'maximum', 'exclusiveMinimum', 'multipleOf', 'minLength', 'maxLength', 'pattern', 'format', 'additionalProperties', 'minItems', 'maxItems',
+      'uniqueItems', 'nullable', 'minProperties', 'maxProperties', 'a');
+    const { tree } = fc.letrec((tie) => ({
+      tree: fc.oneof({ maxDepth: 5 }, fc.jsonValue({ maxDepth: 2 }), fc.dictionary(keywords, tie('tree'), { maxKeys: 5 }), fc.array(tie('tree'), { maxLength: 3 }),
+        fc.constantFrom('string', 'integer', 'object', 'number', 'array', 'boolean', '#', '#/$defs/a', '^a+[b-d]?$', '(x|y){2}', 3, -1, 0.5, 7, true, false, null)),
+    }));
+
+    test('is either supported or refused naming a keyword, never an exception', () => {
+      fc.assert(fc.property(tree, (schema) => {
+        const result = checkSchemaSupported(schema);
+        if (!result.ok) assert.ok(typeof result.keyword === 'string' && /^(\/|$)/.test(result.pointer) && result.message.length > 0, JSON.stringify(result));
+      }), { numRuns: 3000 });
+      let deep: Record<string, unknown> = {};
+      const root = deep;
+      for (let level = 0; level < 10_000; level++) deep = (deep.items = {}) as Record<string, unknown>;
+      assert.deepEqual((({ ok, keyword }) => ({ ok, keyword }))(checkSchemaSupported(root) as { ok: boolean; keyword?: string }), { ok: false, keyword: 'depth' });
+    });
+
+    test('every supported one gives a grammar llama.cpp parses', { timeout: 300_000 }, async () => {
+      const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
+      let parsed = 0;
+      await fc.assert(fc.asyncProperty(tree, async (schema) => {
+        if (!checkSchemaSupported(schema).ok) return;
+        const tools = [{ name: 'f', parameters: { type: 'object', properties: { p: schema } } }];
+        const { grammar } = constraintGrammar({ format: { type: 'json_schema', schema: schema as Record<string, unknown> }, tools, toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+        await llama.createGrammar({ grammar: grammar! });
+        parsed += 1;
+      }), { numRuns: 1500 });
+      assert.ok(parsed > 50, `${parsed} supported schemas parsed`);
+    });
   });
 });

@@ -77,7 +77,7 @@ class SchemaScope {
    * again would be left recursion, which llama.cpp cannot parse.
    */
   visit(schema: unknown, pointer: string, left: ReadonlySet<string>, depth: number): string {
-    if (depth > MAX_DEPTH) throw new UnsupportedSchemaError('$ref', pointer, `the schema nests deeper than ${MAX_DEPTH} levels`);
+    if (depth > MAX_DEPTH) throw new UnsupportedSchemaError('depth', pointer, `the schema nests deeper than ${MAX_DEPTH} levels`);
     if (schema === true) return this.json.value;
     if (schema === false) throw new UnsupportedSchemaError('false', pointer, 'the schema false accepts no value');
     if (!isSchemaObject(schema)) throw new UnsupportedSchemaError('type', pointer, 'a schema must be an object or a boolean');

@@ -89,23 +89,37 @@ export function declaredTypes(schema: Schema, pointer: string): JsonType[] | nul
 export function literalSatisfies(value: unknown, schema: Schema, pointer: string): boolean {
   for (const [keyword, bound] of Object.entries(schema)) {
     if (keyword === 'enum' || keyword === 'const' || keyword === 'nullable' || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')) continue;
-    const type = typeOf(value);
-    switch (keyword) {
-      case 'type': {
-        const types = declaredTypes(schema, pointer)!;
-        if (!types.some((allowed) => typeMatches(type, allowed))) return false;
-        break;
+    const at = `${pointer}${pointerSegment(keyword)}`;
+    if (keyword === 'type') {
+      if (!declaredTypes(schema, pointer)!.some((allowed) => typeMatches(typeOf(value), allowed))) return false;
+      continue;
+    }
+    if (keyword === 'pattern') {
+      let regex: RegExp;
+      try {
+        regex = new RegExp(String(bound), 'u');
+      } catch {
+        throw new UnsupportedSchemaError(keyword, at, 'pattern is not a valid regular expression');
       }
-      case 'minLength': if (typeof value === 'string' && stringLength(value) < Number(bound)) return false; break;
-      case 'maxLength': if (typeof value === 'string' && stringLength(value) > Number(bound)) return false; break;
-      case 'pattern': if (typeof value === 'string' && !new RegExp(String(bound), 'u').test(value)) return false; break;
-      case 'minimum': if (typeof value === 'number' && value < Number(bound)) return false; break;
-      case 'maximum': if (typeof value === 'number' && value > Number(bound)) return false; break;
-      case 'exclusiveMinimum': if (typeof value === 'number' && typeof bound === 'number' && value <= bound) return false; break;
-      case 'exclusiveMaximum': if (typeof value === 'number' && typeof bound === 'number' && value >= bound) return false; break;
-      case 'multipleOf': if (typeof value === 'number' && !Number.isInteger(value / Number(bound))) return false; break;
+      if (typeof bound !== 'string') throw new UnsupportedSchemaError(keyword, at, 'pattern must be a string');
+      if (typeof value === 'string' && !regex.test(value)) return false;
+      continue;
+    }
+    if (typeof bound !== 'number' || !Number.isFinite(bound)) {
+      throw new UnsupportedSchemaError(keyword, at, `${keyword} beside enum or const must be a number`);
+    }
+    const length = typeof value === 'string' ? stringLength(value) : null;
+    const number = typeof value === 'number' ? value : null;
+    switch (keyword) {
+      case 'minLength': if (length !== null && length < bound) return false; break;
+      case 'maxLength': if (length !== null && length > bound) return false; break;
+      case 'minimum': if (number !== null && number < bound) return false; break;
+      case 'maximum': if (number !== null && number > bound) return false; break;
+      case 'exclusiveMinimum': if (number !== null && number <= bound) return false; break;
+      case 'exclusiveMaximum': if (number !== null && number >= bound) return false; break;
+      case 'multipleOf': if (number !== null && (bound <= 0 || !Number.isInteger(number / bound))) return false; break;
       default:
-        throw new UnsupportedSchemaError(keyword, `${pointer}${pointerSegment(keyword)}`, `${keyword} beside enum or const is not supported`);
+        throw new UnsupportedSchemaError(keyword, at, `${keyword} beside enum or const is not supported`);
     }
   }
   return true;
