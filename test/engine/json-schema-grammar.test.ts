@@ -192,6 +192,17 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
         parsed += 1;
       }), { numRuns: 1500 });
       assert.ok(parsed > 50, `${parsed} supported schemas parsed`);
+      // Nested bounded repetitions, which llama.cpp's own {m,n} refuses past a threshold: the
+      // grammar spells them out, so what checkSchemaSupported accepts also parses.
+      for (const schema of [
+        { type: 'string', pattern: '^((a{0,50}){0,50}){0,50}$' },
+        { type: 'array', maxItems: 3000, items: { type: 'object', properties: { s: { type: 'string', minLength: 2500, maxLength: 5000 } } } },
+      ]) {
+        assert.deepEqual(checkSchemaSupported(schema), { ok: true });
+        const { grammar } = constraintGrammar({ format: { type: 'json_schema', schema }, tools: [], toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+        assert.ok(!/\{\d/.test(grammar!), 'no counted repetition is left to llama.cpp');
+        await llama.createGrammar({ grammar: grammar! });
+      }
     });
   });
 });

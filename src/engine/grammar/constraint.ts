@@ -5,7 +5,7 @@
  * call syntax. `none` with tools keeps the call syntax out of the text.
  */
 import type { OutputFormat, ToolChoice, ToolDefinition } from '../types.js';
-import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfRepeat, GbnfRuleSet } from './gbnf.js';
+import { gbnfAlternatives, gbnfClass, gbnfLiteral, GbnfRuleSet } from './gbnf.js';
 import { JsonSchemaTranslator } from './json-schema.js';
 import { UnsupportedSchemaError } from './schema-keywords.js';
 
@@ -141,7 +141,7 @@ function callsAfterPrefix(rules: GbnfRuleSet, translator: JsonSchemaTranslator, 
   });
   const body = rules.define('call-body', gbnfAlternatives(bodies));
   if (!parallel || syntax.betweenCalls === null) return body;
-  const more = gbnfRepeat(`${gbnfLiteral(syntax.betweenCalls + syntax.prefix)} ${body}`, 0, MAX_PARALLEL_TOOL_CALLS - 1);
+  const more = rules.repeat(`${gbnfLiteral(syntax.betweenCalls + syntax.prefix)} ${body}`, 0, MAX_PARALLEL_TOOL_CALLS - 1);
   return rules.define('calls-after-prefix', `${body} ${more}`);
 }
 

@@ -32,16 +32,6 @@ export function gbnfClass(ranges: ReadonlyArray<readonly [number, number]>, nega
   return `[${negated ? '^' : ''}${body}]`;
 }
 
-/** `{min,max}` repetition of an expression; max null is unbounded. */
-export function gbnfRepeat(expression: string, min: number, max: number | null): string {
-  if (max === 0) return '""';
-  if (min === 0 && max === null) return `${group(expression)}*`;
-  if (min === 1 && max === null) return `${group(expression)}+`;
-  if (min === 0 && max === 1) return `${group(expression)}?`;
-  if (min === 1 && max === 1) return expression;
-  return `${group(expression)}{${min},${max === null ? '' : max}}`;
-}
-
 /** Whether an expression is one element: a rule name, a literal, a class or a group. */
 function isElement(expression: string): boolean {
   return /^([a-z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\])$/.test(expression) || isGroup(expression);
@@ -89,6 +79,7 @@ export class GbnfRuleSet {
   private readonly bodies = new Map<string, string>();
   private readonly names = new Map<string, string>();
   private readonly used = new Set<string>(['root']);
+  private readonly counters = new Map<string, number>();
   private size = 0;
 
   constructor(private readonly maxBytes: number, private readonly onTooLarge: () => never) {}
@@ -96,7 +87,11 @@ export class GbnfRuleSet {
   private uniqueName(hint: string): string {
     const base = hint.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'rule';
     let name = base;
-    for (let n = 2; this.used.has(name); n++) name = `${base}-${n}`;
+    // Numbered from where the last name of this base ended, so naming stays linear.
+    for (let n = this.counters.get(base) ?? 2; this.used.has(name); n++) {
+      name = `${base}-${n}`;
+      this.counters.set(base, n + 1);
+    }
     this.used.add(name);
     return name;
   }
@@ -119,6 +114,34 @@ export class GbnfRuleSet {
     this.size += name.length + body.length + 6;
     if (this.size > this.maxBytes) this.onTooLarge();
     this.bodies.set(name, body);
+  }
+
+  /**
+   * `expression` min to max times (max null: unbounded), spelled out as rules. llama.cpp's own
+   * `{m,n}` expands the same way but refuses, past a threshold that depends on the rest of the
+   * rule and on its version, grammars this service accepted; only `?`, `*` and `+` (one rule
+   * each) are left to it, and the grammar's size stays what MAX_GRAMMAR_BYTES bounds.
+   */
+  repeat(expression: string, min: number, max: number | null): string {
+    if (max !== null && max < min) throw new Error(`repetition ${min} to ${max}`);
+    if (max === 0) return '""';
+    const element = group(expression);
+    if (min === 0 && max === 1) return `${element}?`;
+    if (min === 0 && max === null) return `${element}*`;
+    if (min === 1 && max === null) return `${element}+`;
+    // The optional part: a chain where each link is "one more, or stop".
+    let tail = '""';
+    if (max === null) tail = `${element}*`;
+    else {
+      for (let count = 1; count <= max - min; count++) {
+        tail = this.define('repeat', count === 1 ? `${element}?` : `${element} ${tail} | ""`);
+      }
+    }
+    // The required part: short runs written out, long ones as a chain of rules.
+    if (min <= 8) return gbnfSequence([...Array.from({ length: min }, () => element), tail]);
+    let required = tail;
+    for (let count = 1; count <= min; count++) required = this.define('repeat', gbnfSequence([element, required]));
+    return required;
   }
 
   render(rootBody: string): string {

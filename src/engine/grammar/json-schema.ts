@@ -5,7 +5,7 @@
  * ignoring it. The grammar may generate only part of the valid values (properties in declared
  * order, no undeclared properties, bounded numbers); it never generates an invalid one.
  */
-import { gbnfAlternatives, gbnfLiteral, gbnfRepeat, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
+import { gbnfAlternatives, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 import { jsonLiteral, JsonRules } from './json-values.js';
 import { boundedInteger, boundedNumber, multiplesOf, patternToGbnf, type NumberBounds } from './numbers.js';
 import { regexToGbnf, UnsupportedPattern, MAX_PATTERN_REPETITION } from './regex.js';
@@ -210,7 +210,7 @@ class SchemaScope {
       if (typeof schema.pattern !== 'string') unsupported('pattern', pointer, 'pattern must be a string');
       if (hasLength) unsupported(schema.minLength !== undefined ? 'minLength' : 'maxLength', pointer, 'minLength or maxLength together with pattern is not supported');
       try {
-        return this.rules.define('string-pattern', `"\\"" ${regexToGbnf(schema.pattern)} "\\""`);
+        return this.rules.define('string-pattern', `"\\"" ${regexToGbnf(schema.pattern, this.rules)} "\\""`);
       } catch (error) {
         if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(schema.pattern)} uses ${error.message}, which is not supported`);
         throw error;
@@ -221,7 +221,7 @@ class SchemaScope {
     if (minLength > MAX_REPETITION) unsupported('minLength', pointer, `minLength above ${MAX_REPETITION} is not supported`);
     // A cap below a larger maxLength still generates only valid strings.
     const max = maxLength === null ? null : Math.min(maxLength, MAX_REPETITION);
-    return this.rules.define('string-bounded', `"\\"" ${gbnfRepeat(this.json.character, minLength, max)} "\\""`);
+    return this.rules.define('string-bounded', `"\\"" ${this.rules.repeat(this.json.character, minLength, max)} "\\""`);
   }
 
   private number(schema: Schema, pointer: string, integer: boolean): string {
@@ -255,7 +255,7 @@ class SchemaScope {
       const keyword = bounds.minimum !== null ? (schema.exclusiveMinimum !== undefined && typeof schema.exclusiveMinimum === 'number' ? 'exclusiveMinimum' : 'minimum') : 'maximum';
       unsupported(keyword, pointer, `no ${integer ? 'integer' : 'number'} the service can write lies within the bounds`);
     }
-    return this.rules.define(integer ? 'integer-bounded' : 'number-bounded', patternToGbnf(pattern));
+    return this.rules.define(integer ? 'integer-bounded' : 'number-bounded', patternToGbnf(pattern, this.rules));
   }
 
   private object(schema: Schema, pointer: string, depth: number): string {
@@ -330,7 +330,7 @@ class SchemaScope {
     if (min > MAX_REPETITION) throw new UnsupportedSchemaError('minItems', '', `more than ${MAX_REPETITION} elements`);
     const cap = max === null ? null : Math.min(max, MAX_REPETITION);
     if (cap === 0) return '""';
-    const rest = gbnfRepeat(`${this.json.separator} ${element}`, Math.max(0, min - 1), cap === null ? null : cap - 1);
+    const rest = this.rules.repeat(`${this.json.separator} ${element}`, Math.max(0, min - 1), cap === null ? null : cap - 1);
     const some = gbnfSequence([element, rest]);
     return min === 0 ? `(${some})?` : some;
   }
@@ -366,7 +366,7 @@ class SchemaScope {
     elements.forEach((element, index) => parts.push(index === 0 ? element : `${this.json.separator} ${element}`));
     if (extra !== null && extraMax !== 0) {
       if (elements.length > 0) {
-        parts.push(gbnfRepeat(`${this.json.separator} ${extra}`, extraMin, extraMax === null ? null : Math.min(extraMax, MAX_REPETITION)));
+        parts.push(this.rules.repeat(`${this.json.separator} ${extra}`, extraMin, extraMax === null ? null : Math.min(extraMax, MAX_REPETITION)));
       } else {
         parts.push(this.separated(extra, extraMin, extraMax));
       }

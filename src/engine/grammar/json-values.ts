@@ -9,7 +9,7 @@ import { integerRange, MAX_FRACTION_DIGITS, MAX_INTEGER_DIGITS, patternToGbnf } 
  * Whitespace between tokens: nothing, a space, or a line break with some indentation. Bounded,
  * so a model cannot fill its budget with blanks.
  */
-const WHITESPACE = '( " " | "\\n" [ \\t]{0,40} )?';
+const MAX_INDENT = 40;
 
 /**
  * One character of a JSON string: anything but a quote, a backslash or a control character, or
@@ -17,8 +17,6 @@ const WHITESPACE = '( " " | "\\n" [ \\t]{0,40} )?';
  */
 const STRING_CHARACTER = `${gbnfClass([[0x22, 0x22], [0x5c, 0x5c], [0x00, 0x1f]], true)} | "\\\\" ${gbnfClass([[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x62], [0x66, 0x66], [0x6e, 0x6e], [0x72, 0x72], [0x74, 0x74]])}`;
 
-export const INTEGER_BODY = `"-"? ("0" | [1-9] [0-9]{0,${MAX_INTEGER_DIGITS - 1}})`;
-const NUMBER_BODY = `${INTEGER_BODY} ("." [0-9]{1,${MAX_FRACTION_DIGITS}})?`;
 
 export class JsonRules {
   private valueName: string | null = null;
@@ -27,7 +25,7 @@ export class JsonRules {
   constructor(readonly rules: GbnfRuleSet) {}
 
   get ws(): string {
-    return this.rules.define('ws', WHITESPACE);
+    return this.rules.define('ws', `( " " | "\\n" ${this.rules.repeat('[ \\t]', 0, MAX_INDENT)} )?`);
   }
 
   get character(): string {
@@ -39,11 +37,11 @@ export class JsonRules {
   }
 
   get integer(): string {
-    return this.rules.define('integer', INTEGER_BODY);
+    return this.rules.define('integer', `"-"? ("0" | [1-9] ${this.rules.repeat('[0-9]', 0, MAX_INTEGER_DIGITS - 1)})`);
   }
 
   get number(): string {
-    return this.rules.define('number', NUMBER_BODY);
+    return this.rules.define('number', `${this.integer} ("." ${this.rules.repeat('[0-9]', 1, MAX_FRACTION_DIGITS)})?`);
   }
 
   get boolean(): string {
@@ -79,33 +77,34 @@ export class JsonRules {
 
   /** A string in one of the known formats (the text between the quotes), or null if unknown. */
   format(format: string): string | null {
-    const body = formatBody(format);
+    const body = formatBody(format, this.rules);
     return body === null ? null : this.rules.define(`format-${format}`, body);
   }
 }
-
-const DATE = '[0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | "1" [0-9] | "2" [0-8])';
-const TIME = '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,3})? "Z"';
-const LABEL = '[a-z0-9]{1,32}';
 
 /**
  * Formats as a subset of what each means: dates with days 01 to 28 are valid in every month,
  * times and date-times carry `Z`, e-mail addresses and host names use lowercase letters and
  * digits. Every value generated is valid; not every valid value can be generated.
  */
-function formatBody(format: string): string | null {
+function formatBody(format: string, rules: GbnfRuleSet): string | null {
+  const repeat = (expression: string, min: number, max: number) => rules.repeat(expression, min, max);
+  const date = `${repeat('[0-9]', 4, 4)} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | "1" [0-9] | "2" [0-8])`;
+  const time = `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." ${repeat('[0-9]', 1, 3)})? "Z"`;
+  const label = rules.define('label', repeat('[a-z0-9]', 1, 32));
+  const hex = (count: number) => repeat('[0-9a-f]', count, count);
   switch (format) {
-    case 'date': return DATE;
-    case 'time': return TIME;
-    case 'date-time': return `${DATE} "T" ${TIME}`;
-    case 'uuid': return '[0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12}';
-    case 'email': return `${LABEL} "@" ${LABEL} ("." ${LABEL}){0,2} "." [a-z]{2,8}`;
-    case 'hostname': return `${LABEL} ("." ${LABEL}){0,3}`;
+    case 'date': return date;
+    case 'time': return time;
+    case 'date-time': return `${date} "T" ${time}`;
+    case 'uuid': return `${hex(8)} "-" ${hex(4)} "-" ${hex(4)} "-" ${hex(4)} "-" ${hex(12)}`;
+    case 'email': return `${label} "@" ${label} ${repeat(`"." ${label}`, 0, 2)} "." ${repeat('[a-z]', 2, 8)}`;
+    case 'hostname': return `${label} ${repeat(`"." ${label}`, 0, 3)}`;
     case 'ipv4': {
-      const octet = patternToGbnf(integerRange(0n, 255n)!);
+      const octet = rules.define('octet', patternToGbnf(integerRange(0n, 255n)!, rules));
       return `${octet} "." ${octet} "." ${octet} "." ${octet}`;
     }
-    case 'uri': return `"https://" ${LABEL} ("." ${LABEL}){0,2} "." [a-z]{2,8} ("/" [a-z0-9._~-]{0,32}){0,4}`;
+    case 'uri': return `"https://" ${label} ${repeat(`"." ${label}`, 0, 2)} "." ${repeat('[a-z]', 2, 8)} ${repeat(`"/" ${repeat('[a-z0-9._~-]', 0, 32)}`, 0, 4)}`;
     default: return null;
   }
 }

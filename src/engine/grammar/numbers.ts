@@ -7,7 +7,7 @@
  * fraction digits and no exponent: every such number parses to the value it spells (well
  * inside a double's exact range), and a model cannot run a number on forever.
  */
-import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfRepeat, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
+import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 
 export const MAX_INTEGER_DIGITS = 15;
 export const MAX_FRACTION_DIGITS = 15;
@@ -27,13 +27,13 @@ const sequence = (...parts: Pattern[]): Pattern => ({ kind: 'sequence', parts })
 const choice = (options: Pattern[]): Pattern => (options.length === 1 ? options[0]! : { kind: 'choice', options });
 const repeat = (pattern: Pattern, min: number, max: number): Pattern => ({ kind: 'repeat', pattern, min, max });
 
-export function patternToGbnf(pattern: Pattern): string {
+export function patternToGbnf(pattern: Pattern, rules: GbnfRuleSet): string {
   switch (pattern.kind) {
     case 'literal': return gbnfLiteral(pattern.text);
     case 'digits': return gbnfClass([[0x30 + pattern.from, 0x30 + pattern.to]]);
-    case 'sequence': return gbnfSequence(pattern.parts.map(patternToGbnf));
-    case 'choice': return gbnfAlternatives(pattern.options.map(patternToGbnf));
-    case 'repeat': return gbnfRepeat(patternToGbnf(pattern.pattern), pattern.min, pattern.max);
+    case 'sequence': return gbnfSequence(pattern.parts.map((part) => patternToGbnf(part, rules)));
+    case 'choice': return gbnfAlternatives(pattern.options.map((option) => patternToGbnf(option, rules)));
+    case 'repeat': return rules.repeat(patternToGbnf(pattern.pattern, rules), pattern.min, pattern.max);
   }
 }
 

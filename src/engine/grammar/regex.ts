@@ -6,7 +6,7 @@
  * escapes \d \w \s \D \W \S, groups, alternation, the quantifiers ? * + {n} {n,} {n,m}, and `^`
  * `$` at the ends. Backreferences, lookarounds, word boundaries and Unicode properties are not.
  */
-import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfRepeat, gbnfSequence } from './gbnf.js';
+import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 
 export class UnsupportedPattern extends Error {}
 
@@ -79,7 +79,7 @@ class RegexParser {
   private position = 0;
   private readonly chars: string[];
 
-  constructor(source: string) {
+  constructor(source: string, private readonly rules: GbnfRuleSet) {
     this.chars = [...source];
   }
 
@@ -141,7 +141,7 @@ class RegexParser {
     }
     this.position++;
     if (this.peek() === '?') this.position++; // lazy: the language is the same
-    return gbnfRepeat(atom, min, max);
+    return this.rules.repeat(atom, min, max);
   }
 
   private atom(): string {
@@ -239,11 +239,11 @@ class RegexParser {
 export const MAX_PATTERN_REPETITION = 10_000;
 
 /** The GBNF of JSON string content that wholly matches `pattern`; throws UnsupportedPattern. */
-export function regexToGbnf(pattern: string): string {
+export function regexToGbnf(pattern: string, rules: GbnfRuleSet): string {
   try {
     new RegExp(pattern, 'u');
   } catch {
     throw new UnsupportedPattern('not a valid regular expression');
   }
-  return new RegexParser(pattern).parse();
+  return new RegexParser(pattern, rules).parse();
 }
