@@ -6,10 +6,12 @@
 import { writeFileSync } from 'node:fs';
 import { packagePath } from '../src/paths.js';
 import { benchCreates } from './creates.js';
+import { benchEmbeddings } from './embeddings.js';
 import { benchFootprint } from './footprint.js';
 import { benchPull } from './pull.js';
 import { benchGgufValidation } from './gguf-validation.js';
 import { benchObservability } from './observability.js';
+import { benchGrammar } from './grammar.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -26,6 +28,8 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   pull: benchPull,
   'gguf-validation': benchGgufValidation,
   observability: benchObservability,
+  embeddings: benchEmbeddings,
+  grammar: benchGrammar,
 };
 
 function format(value: number, unit: string): string {

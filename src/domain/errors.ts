@@ -21,15 +21,15 @@ export const ERROR_CODES = {
     message: 'Idempotency-Key must be 1 to 255 visible ASCII characters.',
   },
   invalid_model_file: { status: 400, type: 'invalid_request_error', message: 'The file is not a usable GGUF model.' },
-  unsupported_schema: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'The schema uses a keyword the service cannot enforce.',
-  },
   context_length_exceeded: {
     status: 400,
     type: 'invalid_request_error',
     message: 'The input and max_output_tokens do not fit in the model context.',
+  },
+  unsupported_schema: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The JSON Schema uses a keyword the service cannot enforce.',
   },
   invalid_token: { status: 401, type: 'authentication_error', message: 'Missing, unknown or revoked token.' },
   invalid_pairing_code: {

@@ -1,26 +1,16 @@
 /**
  * The engine as the task core sees it: a model is taken through a lease (one generation slot),
  * loaded if needed, then asked to generate with an AbortSignal; output arrives through hooks
- * with the token ids that are the resume snapshot. Nothing here knows of HTTP or SQL.
+ * with the token ids that are the resume snapshot. Embeddings are answered directly, without a
+ * lease. Nothing here knows of HTTP or SQL.
  */
 import type { TaskErrorCode } from '../domain/errors.js';
-import type { FinishReason } from '../domain/tasks.js';
+import type {
+  EmbedRequest, EmbedResult, EngineMessage, FinishReason, GeneratedToolCall, OutputFormat, Sampling, ToolChoice, ToolDefinition,
+} from './types.js';
 
-export type { FinishReason };
-
-/** One message of the conversation, as the engine renders it into a prompt. */
-export interface PromptMessage {
-  role: 'user' | 'assistant' | 'system' | 'developer';
-  content: string;
-}
-
-/** Sampling parameters of one generation. */
-export interface Sampling {
-  temperature: number;
-  topP: number;
-  seed: number;
-  maxOutputTokens: number;
-}
+export type * from './types.js';
+export { MAX_EMBEDDING_INPUTS } from './types.js';
 
 export interface ModelRef {
   id: string;
@@ -28,30 +18,67 @@ export interface ModelRef {
   digest: string;
 }
 
+/** Arguments text a unit adds to tool call `index` (LMSP 6.2 `function_call_arguments.delta`). */
+export interface ToolCallDelta {
+  index: number;
+  name: string;
+  arguments: string;
+}
+
 export interface OutputUnit {
+  /** Message content this unit adds; the concatenated texts are the message text. */
   text: string;
+  /** The tokens this unit covers, in order; all units' tokens are the resume snapshot. */
   tokens: number[];
+  /**
+   * Tool calls this unit adds to, after its text. A call appears here first (possibly with empty
+   * arguments) as soon as its name is known; the concatenated arguments of a call are its JSON.
+   */
+  toolCalls?: ToolCallDelta[];
 }
 
 export interface GenerateRequest {
   taskId: string;
-  messages: PromptMessage[];
+  messages: readonly EngineMessage[];
   sampling: Sampling;
   /** Tokens already committed for this attempt; the generation continues after them. */
   resumeTokens: number[];
+  /** Functions rendered into the prompt through the model's chat template (LMSP 6.2). */
+  tools?: readonly ToolDefinition[];
+  /** Default `auto` (with tools). `required` or a name force a call by constrained decoding. */
+  toolChoice?: ToolChoice;
+  /** Default true: a forced or `auto` turn may hold several calls. */
+  parallelToolCalls?: boolean;
+  /** What the message content must be (LMSP 6.1); default text. */
+  format?: OutputFormat;
+  /** Stop sequences (LMSP 13): the content ends before the first one, which is not emitted. */
+  stop?: readonly string[];
 }
 
 export interface GenerateHooks {
   /** The prompt was tokenized: its size in tokens. */
   onPrompt(inputTokens: number): void;
-  /** New output, in order; the concatenated texts are the response text. */
+  /** New output, in order. Units of one call must be committed together. */
   onOutput(units: OutputUnit[]): void;
+  /** With tools: the calls of the finished generation, just before `generate` resolves. */
+  onToolCalls?(calls: GeneratedToolCall[]): void;
 }
 
 /** A failure that becomes the task's error code. */
 export class EngineError extends Error {
   override name = 'EngineError';
   constructor(readonly code: TaskErrorCode, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * A request the engine refuses because of one of its inputs (an embedding input longer than
+ * the context, a token id outside the vocabulary): a 400 naming `param`.
+ */
+export class EngineInputError extends Error {
+  override name = 'EngineInputError';
+  constructor(readonly code: 'context_length_exceeded' | 'invalid_request', readonly param: string, message: string) {
     super(message);
   }
 }
@@ -72,8 +99,14 @@ export interface EngineLease {
 export interface Engine {
   /** A slot for a generation with this model, or null when none can be had now. */
   acquire(model: ModelRef): EngineLease | null;
-  /** Exact prompt size of a conversation, and the model's context length. */
-  countTokens(model: ModelRef, messages: PromptMessage[]): Promise<{ tokens: number; contextLength: number }>;
+  /** Exact prompt size of a conversation (with its tools), and the model's context length. */
+  countTokens(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<{ tokens: number; contextLength: number }>;
+  /**
+   * Embeddings (LMSP 14), on a runner that holds the model: an idle one, else one that is
+   * generating (the embedding runs beside the generation), else a free slot loads the model.
+   * Throws EngineInputError for a bad input, EngineError when the model cannot be used.
+   */
+  embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult>;
   /** Ids of the models loaded now (GET /v1/models `loaded`). */
   loadedModelIds(): Set<string>;
   /** Called whenever a lease is released or a model unloaded, so waiting work can retry. */

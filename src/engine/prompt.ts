@@ -1,48 +1,143 @@
 /**
- * Renders a conversation into tokens: with the model's own chat template when its GGUF has one
- * (through node-llama-cpp's chat wrappers), else with a plain "Role: text" layout.
+ * Renders a conversation into tokens (LMSP 6.2 "Chat templates"): with the model's own Jinja
+ * chat template when its GGUF has one (node-llama-cpp's JinjaTemplateChatWrapper, which renders
+ * tools through the template when it knows them and tells how the model writes a call), else
+ * with the fixed plain layout of plain-layout.ts. Either way the result says how calls are
+ * written, for constrained decoding and for reading calls back.
  */
-import { LlamaText, resolveChatWrapper, SpecialToken, type ChatHistoryItem, type LlamaModel, type Token } from 'node-llama-cpp';
-import type { PromptMessage } from './engine.js';
+import {
+  LlamaText, resolveChatWrapper, SpecialToken, type ChatHistoryItem, type ChatModelFunctionCall,
+  type ChatModelFunctions, type ChatWrapper, type LlamaModel, type Token,
+} from 'node-llama-cpp';
+import type { ToolCallSyntax } from './grammar/constraint.js';
+import { PLAIN_TOOL_CALL_SYNTAX, renderPlainLayout } from './plain-layout.js';
+import type { EngineMessage, ToolDefinition } from './types.js';
 
 export interface RenderedPrompt {
   tokens: Token[];
   /** Tokens that end the generation besides the model's end-of-generation tokens. */
   stopTokens: Set<Token>;
+  /** How this model writes a tool call. */
+  toolCallSyntax: ToolCallSyntax;
 }
 
-function toHistory(messages: readonly PromptMessage[]): ChatHistoryItem[] {
-  const history: ChatHistoryItem[] = messages.map((message): ChatHistoryItem => {
-    if (message.role === 'assistant') return { type: 'model', response: [message.content] };
-    if (message.role === 'user') return { type: 'user', text: message.content };
-    return { type: 'system', text: message.content }; // system and developer
-  });
-  history.push({ type: 'model', response: [] });
+/** Tool results are JSON when they parse as JSON, text otherwise. */
+function parseLoosely(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * node-llama-cpp's history keeps a call together with its result, so each tool message joins
+ * the call it answers; one that answers no call is shown as a user message.
+ */
+export function toHistory(messages: readonly EngineMessage[]): ChatHistoryItem[] {
+  const results = new Map<string, string>();
+  for (const message of messages) if (message.role === 'tool') results.set(message.toolCallId, message.content);
+  const answered = new Set<string>();
+  const history: ChatHistoryItem[] = [];
+  // After tool results the model goes on with the turn that made the calls.
+  let continuesTurn = false;
+  for (const message of messages) {
+    continuesTurn = message.role === 'tool' && answered.has(message.toolCallId);
+    switch (message.role) {
+      case 'assistant': {
+        const response: Array<string | ChatModelFunctionCall> = message.content ? [message.content] : [];
+        (message.toolCalls ?? []).forEach((call, index) => {
+          answered.add(call.id);
+          const result = results.get(call.id);
+          response.push({ type: 'functionCall', name: call.name, params: parseLoosely(call.arguments),
+            result: result === undefined ? undefined : parseLoosely(result), startsNewChunk: index === 0 });
+        });
+        history.push({ type: 'model', response });
+        break;
+      }
+      case 'tool':
+        if (!answered.has(message.toolCallId)) history.push({ type: 'user', text: message.content });
+        break;
+      case 'user':
+        history.push({ type: 'user', text: message.content });
+        break;
+      default:
+        history.push({ type: 'system', text: message.content }); // system and developer
+    }
+  }
+  if (!continuesTurn) history.push({ type: 'model', response: [] });
   return history;
 }
-
-const ROLE_LABELS = { system: 'System', developer: 'System', user: 'User', assistant: 'Assistant' } as const;
 
 export function hasChatTemplate(model: LlamaModel): boolean {
   const template = model.fileInfo.metadata.tokenizer?.chat_template;
   return typeof template === 'string' && template.length > 0;
 }
 
-export function renderPrompt(model: LlamaModel, messages: readonly PromptMessage[]): RenderedPrompt {
-  if (hasChatTemplate(model)) {
-    const wrapper = resolveChatWrapper(model, { warningLogs: false });
-    if (wrapper) {
-      const state = wrapper.generateContextState({ chatHistory: toHistory(messages) });
-      const stopTokens = new Set<Token>();
-      for (const trigger of state.stopGenerationTriggers) {
-        const tokens = LlamaText(trigger).tokenize(model.tokenizer, 'trimLeadingSpace');
-        if (tokens.length === 1) stopTokens.add(tokens[0]!);
-      }
-      return { tokens: state.contextText.tokenize(model.tokenizer), stopTokens };
-    }
+/** Building a Jinja wrapper runs the template many times: once per model is enough. */
+const wrappers = new WeakMap<LlamaModel, ChatWrapper>();
+
+function chatWrapperFor(model: LlamaModel): ChatWrapper {
+  let wrapper = wrappers.get(model);
+  if (!wrapper) {
+    // The model's own template, rendered as it is; node-llama-cpp's look-alike wrappers are only
+    // a fallback for templates it cannot run.
+    wrapper = resolveChatWrapper(model, { type: 'jinjaTemplate', warningLogs: false });
+    wrappers.set(model, wrapper);
   }
-  const body = messages.map((message) => `${ROLE_LABELS[message.role]}: ${message.content}`).join('\n');
-  const text = `${body}\n${ROLE_LABELS.assistant}:`;
+  return wrapper;
+}
+
+/** Text of a wrapper setting (plain text and special-token text), or null if it holds a special token. */
+function settingText(value: unknown): string | null {
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  const parts = LlamaText(value as Parameters<typeof LlamaText>[0]).values;
+  let text = '';
+  for (const part of parts) {
+    if (typeof part === 'string') text += part;
+    else if (part instanceof SpecialToken) return null;
+    else text += part.value;
+  }
+  return text;
+}
+
+/** The call syntax a chat wrapper teaches the model, or the plain one if it cannot be written as text. */
+export function wrapperToolCallSyntax(wrapper: ChatWrapper): ToolCallSyntax {
+  const functions = wrapper.settings.functions;
+  const prefix = settingText(functions.call.prefix);
+  const paramsPrefix = settingText(functions.call.paramsPrefix);
+  const suffix = settingText(functions.call.suffix);
+  const parallel = functions.parallelism?.call;
+  const betweenCalls = parallel ? settingText(parallel.betweenCalls) : null;
+  if (!prefix || paramsPrefix === null || suffix === null || (parallel && betweenCalls === null)) return PLAIN_TOOL_CALL_SYNTAX;
+  return { prefix, paramsPrefix, suffix, betweenCalls };
+}
+
+function functionsOf(tools: readonly ToolDefinition[]): ChatModelFunctions | undefined {
+  if (tools.length === 0) return undefined;
+  return Object.fromEntries(tools.map((tool) => [tool.name, {
+    ...(tool.description === undefined ? {} : { description: tool.description }),
+    params: (tool.parameters ?? { type: 'object', properties: {} }) as never,
+  }]));
+}
+
+export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {
+  if (hasChatTemplate(model)) {
+    const wrapper = chatWrapperFor(model);
+    const state = wrapper.generateContextState({ chatHistory: toHistory(messages), availableFunctions: functionsOf(tools) });
+    const stopTokens = new Set<Token>();
+    for (const trigger of state.stopGenerationTriggers) {
+      const tokens = LlamaText(trigger).tokenize(model.tokenizer, 'trimLeadingSpace');
+      if (tokens.length === 1) stopTokens.add(tokens[0]!);
+    }
+    const tokens = state.contextText.tokenize(model.tokenizer);
+    // As llama.cpp does: one BOS when the model asks for it and the template wrote none.
+    const bos = model.tokens.bos;
+    if (model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos) tokens.unshift(bos);
+    return { tokens, stopTokens, toolCallSyntax: wrapperToolCallSyntax(wrapper) };
+  }
+  const text = renderPlainLayout(messages, tools);
   const parts = model.tokens.shouldPrependBosToken ? [new SpecialToken('BOS'), text] : [text];
-  return { tokens: LlamaText(parts).tokenize(model.tokenizer), stopTokens: new Set() };
+  return { tokens: LlamaText(parts).tokenize(model.tokenizer), stopTokens: new Set(), toolCallSyntax: PLAIN_TOOL_CALL_SYNTAX };
 }

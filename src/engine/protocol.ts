@@ -4,7 +4,10 @@
  * its task with `engine_error`, instead of taking the service down.
  */
 import type { TaskErrorCode } from '../domain/errors.js';
-import type { PromptMessage, FinishReason, Sampling } from './engine.js';
+import type { OutputUnit } from './engine.js';
+import type {
+  EmbeddingInput, EmbeddingPooling, EngineMessage, FinishReason, GeneratedToolCall, OutputFormat, Sampling, ToolChoice, ToolDefinition,
+} from './types.js';
 
 export interface RunnerModel {
   id: string;
@@ -21,26 +24,42 @@ export interface RunnerSettings {
   tokenDelayMs: number;
 }
 
+export interface GenerateMessage {
+  type: 'generate';
+  requestId: number;
+  taskId: string;
+  model: RunnerModel;
+  messages: readonly EngineMessage[];
+  sampling: Sampling;
+  /** Token ids already committed for this attempt (the snapshot); empty for a fresh start. */
+  resumeTokens: number[];
+  tools?: readonly ToolDefinition[];
+  toolChoice?: ToolChoice;
+  parallelToolCalls?: boolean;
+  format?: OutputFormat;
+  stop?: readonly string[];
+}
+
+export interface EmbedMessage {
+  type: 'embed';
+  requestId: number;
+  model: RunnerModel;
+  inputs: readonly EmbeddingInput[];
+  dimensions?: number;
+}
+
 export type ParentMessage =
   | { type: 'load'; requestId: number; model: RunnerModel }
   | { type: 'unload'; requestId: number }
-  | { type: 'count'; requestId: number; model: RunnerModel; messages: PromptMessage[] }
-  | {
-      type: 'generate';
-      requestId: number;
-      taskId: string;
-      model: RunnerModel;
-      messages: PromptMessage[];
-      sampling: Sampling;
-      /** Token ids already committed for this attempt (the snapshot); empty for a fresh start. */
-      resumeTokens: number[];
-    }
+  | { type: 'count'; requestId: number; model: RunnerModel; messages: readonly EngineMessage[]; tools?: readonly ToolDefinition[] }
+  | GenerateMessage
+  | EmbedMessage
   | { type: 'cancel'; requestId: number };
 
-export interface OutputUnitMessage {
-  text: string;
-  tokens: number[];
-}
+export type OutputUnitMessage = OutputUnit;
+
+/** A task error, or `invalid_request` / `context_length_exceeded` with `param` for a bad input. */
+export type RunnerErrorCode = TaskErrorCode | 'invalid_request';
 
 export type RunnerMessage =
   | { type: 'ready'; pid: number; gpu: string | false }
@@ -51,6 +70,7 @@ export type RunnerMessage =
   /** Prompt processing is over; from here a cancel is honoured between tokens. */
   | { type: 'generating'; requestId: number }
   | { type: 'output'; requestId: number; units: OutputUnitMessage[] }
-  | { type: 'done'; requestId: number; finishReason: FinishReason }
+  | { type: 'done'; requestId: number; finishReason: FinishReason; toolCalls?: GeneratedToolCall[] }
+  | { type: 'embedded'; requestId: number; embeddings: number[][]; promptTokens: number[]; pooling: EmbeddingPooling }
   | { type: 'cancelled'; requestId: number }
-  | { type: 'error'; requestId: number; code: TaskErrorCode; message: string };
+  | { type: 'error'; requestId: number; code: RunnerErrorCode; message: string; param?: string };

@@ -7,13 +7,14 @@
  * prompt chunk) ends the runner process.
  */
 import type { DebugDelays } from '../config.js';
+import type { TaskErrorCode } from '../domain/errors.js';
 import { sleep } from '../time.js';
 import {
-  EngineError, GenerationCancelled, type Engine, type EngineLease, type FinishReason, type GenerateHooks, type GenerateRequest,
-  type ModelRef, type PromptMessage,
+  EngineError, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest, type ModelRef,
 } from './engine.js';
-import type { RunnerSettings } from './protocol.js';
+import type { RunnerErrorCode, RunnerSettings } from './protocol.js';
 import { RunnerProcess, type RunnerLog } from './runner-process.js';
+import type { EmbedRequest, EmbedResult, EngineMessage, FinishReason, ToolDefinition } from './types.js';
 
 /** A cancel not acknowledged by then ends the runner process (LMSP 7.4: within a second). */
 const CANCEL_GRACE_MS = 600;
@@ -33,6 +34,11 @@ export interface RunnerPoolOptions {
 
 export type ModelLoadResult = 'loaded' | 'failed' | 'cancelled';
 
+/** Input errors belong to embeddings; anything else a runner reports is a task error. */
+function taskErrorCode(code: RunnerErrorCode): TaskErrorCode {
+  return code === 'invalid_request' ? 'engine_error' : code;
+}
+
 function sameModel(a: ModelRef | null, b: ModelRef): boolean {
   return a !== null && a.digest === b.digest && a.path === b.path;
 }
@@ -43,6 +49,7 @@ export class RunnerPool implements Engine {
   private tokenizerTimer: NodeJS.Timeout | null = null;
   private tokenizerRequests = 0;
   private readonly capacityListeners = new Set<() => void>();
+  private readonly embedWaiters: Array<() => void> = [];
   private closed = false;
 
   constructor(private readonly options: RunnerPoolOptions) {}
@@ -52,6 +59,9 @@ export class RunnerPool implements Engine {
   }
 
   private capacityChanged(): void {
+    // Embeddings waiting for a slot go first: they are short, and answered while the client waits.
+    const waiters = this.embedWaiters.splice(0);
+    for (const waiter of waiters) waiter();
     for (const listener of this.capacityListeners) listener();
   }
 
@@ -60,28 +70,35 @@ export class RunnerPool implements Engine {
   }
 
   acquire(model: ModelRef): EngineLease | null {
+    const runner = this.pickRunner(model);
+    return runner ? this.lease(runner, model) : null;
+  }
+
+  /** The runner a generation gets (or an embedding whose model no runner holds), or null. */
+  private pickRunner(model: ModelRef): RunnerProcess | null {
     if (this.closed) return null;
     if (this.runners.filter((runner) => runner.busy).length >= this.options.slots) return null;
     const idle = this.runners.filter((runner) => !runner.busy);
     const ready = idle.find((runner) => sameModel(runner.model, model));
-    if (ready) return this.lease(ready, model);
+    if (ready) return ready;
+    // A runner computing embeddings keeps its model: it is neither unloaded nor given another.
+    const free = idle.filter((runner) => runner.embeds === 0);
 
-    const inUse = this.runners.filter((runner) => runner.busy && runner.model).map((runner) => runner.model!);
+    const inUse = this.runners.filter((runner) => (runner.busy || runner.embeds > 0) && runner.model).map((runner) => runner.model!);
     const loadedKeys = new Set(this.runners.filter((runner) => runner.model).map((runner) => `${runner.model!.digest}:${runner.model!.path}`));
     const key = `${model.digest}:${model.path}`;
     if (!loadedKeys.has(key) && loadedKeys.size >= this.options.maxLoadedModels) {
       // Unload the least recently used model that no running task uses, or wait.
-      const evictable = idle
+      const evictable = free
         .filter((runner) => runner.model && !inUse.some((used) => sameModel(runner.model, used)))
         .sort((a, b) => a.lastUsedAt - b.lastUsedAt);
       const victim = evictable[0];
       if (!victim) return null;
-      for (const runner of idle.filter((r) => r.model && sameModel(r.model, victim.model!))) this.unload(runner);
+      for (const runner of free.filter((r) => r.model && sameModel(r.model, victim.model!))) this.unload(runner);
     }
     // An empty runner, else a new one while slots remain, else the least recently used idle one.
-    const runner = idle.find((r) => !r.model)
-      ?? (this.runners.length < this.options.slots ? this.newRunner() : idle.sort((a, b) => a.lastUsedAt - b.lastUsedAt)[0]!);
-    return this.lease(runner, model);
+    return free.find((r) => !r.model)
+      ?? (this.runners.length < this.options.slots ? this.newRunner() : free.sort((a, b) => a.lastUsedAt - b.lastUsedAt)[0] ?? null);
   }
 
   private newRunner(): RunnerProcess {
@@ -121,9 +138,11 @@ export class RunnerPool implements Engine {
   }
 
   private scheduleKeepAlive(runner: RunnerProcess): void {
+    if (runner.keepAliveTimer) clearTimeout(runner.keepAliveTimer);
+    runner.keepAliveTimer = null;
     if (!runner.model || this.options.keepAliveMs === Infinity) return;
     runner.keepAliveTimer = setTimeout(() => {
-      if (!runner.busy) {
+      if (!runner.busy && runner.embeds === 0) {
         this.unload(runner);
         this.capacityChanged();
       }
@@ -160,7 +179,7 @@ export class RunnerPool implements Engine {
           }
           if (message.type === 'error') {
             signal.removeEventListener('abort', onAbort);
-            reject(new EngineError(message.code, message.message));
+            reject(new EngineError(taskErrorCode(message.code), message.message));
             return true;
           }
           return false;
@@ -207,6 +226,9 @@ export class RunnerPool implements Engine {
         messages: request.messages,
         sampling: request.sampling,
         resumeTokens: request.resumeTokens,
+        ...(request.tools && request.tools.length > 0 ? { tools: request.tools, toolChoice: request.toolChoice, parallelToolCalls: request.parallelToolCalls } : {}),
+        ...(request.format ? { format: request.format } : {}),
+        ...(request.stop && request.stop.length > 0 ? { stop: request.stop } : {}),
       }), (message) => {
         switch (message.type) {
           case 'prompt':
@@ -218,13 +240,16 @@ export class RunnerPool implements Engine {
           case 'generating':
             return false;
           case 'done':
-            settle(() => resolve(message.finishReason));
+            settle(() => {
+              if (message.toolCalls) hooks.onToolCalls?.(message.toolCalls);
+              resolve(message.finishReason);
+            });
             return true;
           case 'cancelled':
             settle(() => reject(new GenerationCancelled('cancelled')));
             return true;
           case 'error':
-            settle(() => reject(new EngineError(message.code, message.message)));
+            settle(() => reject(new EngineError(taskErrorCode(message.code), message.message)));
             return true;
           default:
             return false;
@@ -237,19 +262,89 @@ export class RunnerPool implements Engine {
     });
   }
 
-  async countTokens(model: ModelRef, messages: PromptMessage[]): Promise<{ tokens: number; contextLength: number }> {
+  /**
+   * LMSP 14: an embedding runs on a runner that holds the model: an idle one, else one that is
+   * generating (beside the generation, on its own context: the generation's output does not
+   * change, only its pace), else a free slot loads the model for it (with keep_alive as for
+   * generations). Only when every slot is busy with other models does it wait for one, ahead
+   * of queued tasks.
+   */
+  async embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+    for (;;) {
+      if (this.closed) throw new EngineError('engine_error', 'the engine is closed');
+      if (signal?.aborted) throw new GenerationCancelled('cancelled');
+      const holders = this.runners.filter((runner) => sameModel(runner.model, model) && runner.alive);
+      const holder = holders.find((runner) => !runner.busy) ?? holders[0];
+      if (holder) return this.embedOn(holder, model, request, signal);
+      const runner = this.pickRunner(model);
+      if (runner) {
+        const lease = this.lease(runner, model);
+        try {
+          await lease.load(signal ?? new AbortController().signal);
+          return await this.embedOn(runner, model, request, signal);
+        } finally {
+          lease.release();
+        }
+      }
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        this.embedWaiters.push(done);
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  private embedOn(runner: RunnerProcess, model: ModelRef, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+    if (runner.keepAliveTimer) clearTimeout(runner.keepAliveTimer);
+    runner.keepAliveTimer = null;
+    runner.embeds += 1;
+    let onAbort = () => {};
+    return new Promise<EmbedResult>((resolve, reject) => {
+      let requestId = 0;
+      onAbort = () => {
+        runner.send({ type: 'cancel', requestId });
+        reject(new GenerationCancelled('cancelled'));
+      };
+      requestId = runner.request((id) => ({
+        type: 'embed', requestId: id, model, inputs: request.inputs,
+        ...(request.dimensions === undefined ? {} : { dimensions: request.dimensions }),
+      }), (message) => {
+        if (message.type === 'embedded') resolve({ embeddings: message.embeddings, promptTokens: message.promptTokens, pooling: message.pooling });
+        else if (message.type === 'error' && message.param !== undefined && (message.code === 'invalid_request' || message.code === 'context_length_exceeded')) {
+          reject(new EngineInputError(message.code, message.param, message.message));
+        } else if (message.type === 'error') reject(new EngineError(taskErrorCode(message.code), message.message));
+        else if (message.type === 'cancelled') reject(new GenerationCancelled('cancelled'));
+        else return false;
+        return true;
+      }, (reason) => reject(new EngineError('engine_error', reason)));
+      signal?.addEventListener('abort', onAbort, { once: true });
+    }).finally(() => {
+      signal?.removeEventListener('abort', onAbort);
+      runner.embeds -= 1;
+      runner.lastUsedAt = Date.now();
+      if (!runner.busy && runner.embeds === 0) {
+        this.scheduleKeepAlive(runner);
+        this.capacityChanged();
+      }
+    });
+  }
+
+  async countTokens(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<{ tokens: number; contextLength: number }> {
     const loaded = this.runners.find((r) => sameModel(r.model, model) && r.alive);
     const runner = loaded ?? this.tokenizerRunner();
     if (!loaded) this.tokenizerRequests += 1;
     try {
       return await new Promise((resolve, reject) => {
-        runner.request((requestId) => ({ type: 'count', requestId, model, messages }), (message) => {
+        runner.request((requestId) => ({ type: 'count', requestId, model, messages, ...(tools && tools.length > 0 ? { tools } : {}) }), (message) => {
           if (message.type === 'counted') {
             resolve({ tokens: message.tokens, contextLength: message.contextLength });
             return true;
           }
           if (message.type === 'error') {
-            reject(new EngineError(message.code, message.message));
+            reject(new EngineError(taskErrorCode(message.code), message.message));
             return true;
           }
           return false;

@@ -27,6 +27,8 @@ export class RunnerProcess {
   private nextRequestId = 1;
   model: ModelRef | null = null;
   busy = false;
+  /** Embedding requests running on this runner (beside a generation, or alone). */
+  embeds = 0;
   lastUsedAt = 0;
   keepAliveTimer: NodeJS.Timeout | null = null;
 

@@ -28,6 +28,16 @@ export interface SyntheticModelOptions {
   seed: number;
   /** A Jinja chat template to store in the file (tests of template rendering). */
   chatTemplate?: string;
+  /**
+   * Control tokens appended to the vocabulary (after `▁`), such as ChatML's `<|im_start|>` and
+   * `<|im_end|>`: a template's markers then tokenize as one token each, as in real models. The
+   * model never writes them, like the other non-printable tokens.
+   */
+  controlTokens?: readonly string[];
+  /** `tokenizer.ggml.add_bos_token`; true unless set (ChatML models such as Qwen add none). */
+  addBosToken?: boolean;
+  /** `tokenizer.ggml.add_space_prefix`, written only when set. */
+  addSpacePrefix?: boolean;
 }
 
 /** The built-in model. Changing anything here changes its digest everywhere. */
@@ -61,7 +71,14 @@ const TOKEN_TYPE_CONTROL = 3;
 const TOKEN_TYPE_BYTE = 6;
 const BYTE_TOKEN_OFFSET = SPECIAL_TOKENS.length;
 const SPACE_TOKEN_ID = BYTE_TOKEN_OFFSET + 256;
+/** Vocabulary size without `controlTokens`; control token k has id SYNTHETIC_VOCABULARY_SIZE + k. */
 export const SYNTHETIC_VOCABULARY_SIZE = SPACE_TOKEN_ID + 1;
+
+/** The id of a byte's token, and of `▁`, in every synthetic vocabulary. */
+export function syntheticByteTokenId(byte: number): number {
+  return BYTE_TOKEN_OFFSET + byte;
+}
+export const SYNTHETIC_SPACE_TOKEN_ID = SPACE_TOKEN_ID;
 
 /** The constant held in hidden dimension 0 of every embedding. */
 const CONSTANT_DIMENSION_VALUE = 16;
@@ -82,7 +99,7 @@ function createRandom(seed: number): () => number {
   };
 }
 
-function vocabulary(): { tokens: string[]; types: number[]; scores: number[] } {
+function vocabulary(controlTokens: readonly string[]): { tokens: string[]; types: number[]; scores: number[] } {
   const tokens: string[] = [...SPECIAL_TOKENS];
   const types = [TOKEN_TYPE_UNKNOWN, TOKEN_TYPE_CONTROL, TOKEN_TYPE_CONTROL];
   for (let byte = 0; byte < 256; byte++) {
@@ -91,6 +108,10 @@ function vocabulary(): { tokens: string[]; types: number[]; scores: number[] } {
   }
   tokens.push('\u2581');
   types.push(TOKEN_TYPE_NORMAL);
+  for (const token of controlTokens) {
+    tokens.push(token);
+    types.push(TOKEN_TYPE_CONTROL);
+  }
   return { tokens, types, scores: tokens.map(() => 0) };
 }
 
@@ -127,7 +148,7 @@ export function buildSyntheticModel(options: SyntheticModelOptions): GgufFile {
   if (embedding % heads !== 0) throw new Error('embedding must be a multiple of heads');
   const random = createRandom(seed);
   const uniform = (scale: number) => (random() * 2 - 1) * scale;
-  const vocab = vocabulary();
+  const vocab = vocabulary(options.controlTokens ?? []);
   const vocabSize = vocab.tokens.length;
 
   // Every tensor's values are drawn in a fixed order, at build time, so the order in which the
@@ -213,8 +234,9 @@ export function buildSyntheticModel(options: SyntheticModelOptions): GgufFile {
     ['tokenizer.ggml.bos_token_id', { type: 'u32', value: 1 }],
     ['tokenizer.ggml.eos_token_id', { type: 'u32', value: 2 }],
     ['tokenizer.ggml.unknown_token_id', { type: 'u32', value: 0 }],
-    ['tokenizer.ggml.add_bos_token', { type: 'bool', value: true }],
+    ['tokenizer.ggml.add_bos_token', { type: 'bool', value: options.addBosToken ?? true }],
     ['tokenizer.ggml.add_eos_token', { type: 'bool', value: false }],
+    ...(options.addSpacePrefix === undefined ? [] : [['tokenizer.ggml.add_space_prefix', { type: 'bool', value: options.addSpacePrefix }] as const]),
     ...(options.chatTemplate ? [['tokenizer.chat_template', { type: 'string', value: options.chatTemplate }] as const] : []),
   ];
   return { metadata, tensors };

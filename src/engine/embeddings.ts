@@ -1,0 +1,140 @@
+/**
+ * Embeddings in the runner (LMSP 14), with node-llama-cpp's embedding context on the model the
+ * runner holds. The pooling is the model's own: llama.cpp applies the GGUF's
+ * `<arch>.pooling_type` (mean, cls, last); a model without one (a decoder such as lmsp-tiny)
+ * has no pooling in llama.cpp, and node-llama-cpp then takes the state of the last token, as
+ * decoder embedding models expect. Inputs are evaluated one at a time from an empty sequence in
+ * fixed batches, so an input gets the same bits alone or in any batch, and on every call.
+ */
+import type { LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
+import type { EmbedMessage, RunnerMessage } from './protocol.js';
+import { MAX_EMBEDDING_INPUTS, type EmbeddingPooling } from './types.js';
+
+/** Causal models evaluate long inputs in chunks of this many tokens (always the same). */
+const CAUSAL_BATCH = 512;
+/** Context sizes grow in these steps, so a cached context serves most requests. */
+const CONTEXT_STEP = 512;
+
+const POOLING_TYPES: Record<number, EmbeddingPooling> = { 0: 'last', 1: 'mean', 2: 'cls', 3: 'last', 4: 'rank' };
+
+export function poolingOf(model: LlamaModel): EmbeddingPooling {
+  const metadata = model.fileInfo.metadata as unknown as Record<string, Record<string, unknown> | undefined>;
+  const architecture = String(metadata.general?.architecture ?? '');
+  const value = metadata[architecture]?.pooling_type;
+  return POOLING_TYPES[typeof value === 'number' ? value : 0] ?? 'last';
+}
+
+class InputError extends Error {
+  constructor(readonly code: 'context_length_exceeded' | 'invalid_request', readonly param: string, message: string) {
+    super(message);
+  }
+}
+
+interface CachedContext {
+  model: LlamaModel;
+  size: number;
+  context: LlamaEmbeddingContext;
+}
+
+/** One embedding context per runner, kept while its model stays loaded. */
+export class EmbeddingContexts {
+  private cached: CachedContext | null = null;
+  private creating: Promise<CachedContext> | null = null;
+
+  constructor(private readonly threads: number) {}
+
+  async get(model: LlamaModel, tokens: number): Promise<LlamaEmbeddingContext> {
+    while (this.creating) await this.creating.catch(() => undefined);
+    if (this.cached && this.cached.model === model && this.cached.size > tokens) return this.cached.context;
+    const size = Math.ceil((tokens + 1) / CONTEXT_STEP) * CONTEXT_STEP;
+    const causal = !(model.fileInsights.hasEncoder && !model.fileInsights.hasDecoder);
+    this.creating = (async () => {
+      await this.dispose();
+      const context = await model.createEmbeddingContext({ contextSize: size, batchSize: causal ? Math.min(size, CAUSAL_BATCH) : size, threads: this.threads });
+      return { model, size, context };
+    })();
+    try {
+      this.cached = await this.creating;
+      return this.cached.context;
+    } finally {
+      this.creating = null;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    const cached = this.cached;
+    this.cached = null;
+    await cached?.context.dispose();
+  }
+}
+
+/** Token ids outside the vocabulary abort llama.cpp, so they are refused first. */
+export function vocabularySize(model: LlamaModel): number {
+  const metadata = model.fileInfo.metadata as unknown as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } };
+  return metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+}
+
+function normalize(vector: readonly number[], dimensions: number): number[] {
+  const kept = vector.slice(0, dimensions);
+  let sum = 0;
+  for (const value of kept) sum += value * value;
+  const norm = Math.sqrt(sum);
+  return norm === 0 ? kept : kept.map((value) => value / norm);
+}
+
+/** Validates the inputs and returns them as token lists (with the model's BOS/EOS added later by node-llama-cpp). */
+function resolveInputs(model: LlamaModel, message: EmbedMessage): Array<string | Token[]> {
+  const { inputs } = message;
+  if (!Array.isArray(inputs) || inputs.length === 0 || inputs.length > MAX_EMBEDDING_INPUTS) {
+    throw new InputError('invalid_request', 'input', `input must hold 1 to ${MAX_EMBEDDING_INPUTS} items`);
+  }
+  const vocabulary = vocabularySize(model);
+  return inputs.map((input, index) => {
+    if (typeof input === 'string') {
+      if (input.length === 0) throw new InputError('invalid_request', `input[${index}]`, 'an input must not be empty');
+      return input;
+    }
+    if (!Array.isArray(input) || input.length === 0) throw new InputError('invalid_request', `input[${index}]`, 'an input must be a non-empty string or array of token ids');
+    for (const token of input) {
+      if (!Number.isInteger(token) || token < 0 || token >= vocabulary) {
+        throw new InputError('invalid_request', `input[${index}]`, `token id ${String(token)} is not in the model's vocabulary (0 to ${vocabulary - 1})`);
+      }
+    }
+    return [...input] as Token[];
+  });
+}
+
+export async function embed(send: (message: RunnerMessage) => void, contexts: EmbeddingContexts, model: LlamaModel,
+  message: EmbedMessage, isCancelled: () => boolean): Promise<boolean> {
+  const { requestId } = message;
+  try {
+    const inputs = resolveInputs(model, message);
+    const size = model.embeddingVectorSize;
+    const dimensions = message.dimensions ?? size;
+    if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > size) {
+      throw new InputError('invalid_request', 'dimensions', `dimensions must be 1 to ${size} for this model`);
+    }
+    // Measure every input first: a request either fits whole or is refused before any work.
+    const probe = await contexts.get(model, 1);
+    const counts = inputs.map((input, index) => {
+      const count = probe.calculateInputLength(input);
+      if (count > model.trainContextSize) {
+        throw new InputError('context_length_exceeded', `input[${index}]`,
+          `input[${index}] has ${count} tokens; the model's context is ${model.trainContextSize}`);
+      }
+      return count;
+    });
+    const context = await contexts.get(model, Math.max(...counts));
+    const embeddings: number[][] = [];
+    for (const input of inputs) {
+      if (isCancelled()) return false;
+      const { vector } = await context.getEmbeddingFor(input);
+      embeddings.push(normalize(vector, dimensions));
+    }
+    send({ type: 'embedded', requestId, embeddings, promptTokens: counts, pooling: poolingOf(model) });
+  } catch (error) {
+    if (error instanceof InputError) send({ type: 'error', requestId, code: error.code, message: error.message, param: error.param });
+    else send({ type: 'error', requestId, code: 'engine_error', message: (error as Error).message });
+  }
+  return true;
+}

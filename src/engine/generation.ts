@@ -1,0 +1,268 @@
+/**
+ * One generation in the runner: the prompt, token-by-token sampling (under a grammar when the
+ * output is constrained), output shaping, and the exact resume of LMSP 7.5, which rests on
+ * these facts, each measured:
+ * - the prompt is evaluated in the same chunks every time, and generated tokens one at a time,
+ *   so a replay computes exactly what the first run computed;
+ * - the seed of each sampled token depends only on the request's seed and its position;
+ * - a saved sequence state (KV cache) is a prefix of that same computation, so loading it and
+ *   replaying the tokens after it is exact too, and much faster than replaying everything;
+ * - a grammar state is a function of the tokens accepted, and the output split (content, tool
+ *   calls, held text) a function of the text, so both are rebuilt by replaying the snapshot.
+ */
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from 'node-llama-cpp';
+import { sleep } from '../time.js';
+import { Detokenizer, replayGroups } from './detokenizer.js';
+import { constraintGrammar, type ConstraintGrammar } from './grammar/constraint.js';
+import { UnsupportedSchemaError } from './grammar/schema-keywords.js';
+import { acceptToken, grammarFor, newGrammarState } from './grammar-state.js';
+import { OutputShaper } from './output-shaper.js';
+import { OutputSplitter } from './output-splitter.js';
+import { renderPrompt } from './prompt.js';
+import type { GenerateMessage, OutputUnitMessage, RunnerMessage, RunnerSettings } from './protocol.js';
+import { positionSeed } from './sampling.js';
+import type { FinishReason, Sampling } from './types.js';
+
+/** Prompt chunk size, and the context's batch size: a cancel is checked between chunks. */
+const PROMPT_CHUNK = 512;
+/** Sequence states are saved no more often than this, and at most ~2% of generation time. */
+const MIN_STATE_INTERVAL_MS = 250;
+const STATE_COST_FACTOR = 50;
+
+export class Cancelled extends Error {}
+
+export interface Generation {
+  requestId: number;
+  cancelled: boolean;
+}
+
+function throwIfCancelled(generation: Generation): void {
+  if (generation.cancelled) throw new Cancelled();
+}
+
+/** Picks each next token: plainly, or through a grammar state. */
+interface Sampler {
+  /** Evaluates `token` and samples the token at `position`. */
+  step(sequence: LlamaContextSequence, token: Token, position: number): Promise<Token | null>;
+  /** Tokens evaluated as the last prompt chunk together with the first sample, if any. */
+  readonly promptTail: number;
+}
+
+function sampleOptions(sampling: Sampling, position: number) {
+  return { temperature: sampling.temperature, topP: sampling.topP, topK: 0, minP: 0, seed: positionSeed(sampling.seed, position) };
+}
+
+function plainSampler(sampling: Sampling): Sampler {
+  return {
+    promptTail: PROMPT_CHUNK,
+    async step(sequence, token, position) {
+      const results = await sequence.controlledEvaluate([[token, { generateNext: { token: true, options: sampleOptions(sampling, position) } }]]);
+      return results[0]?.next?.token ?? null;
+    },
+  };
+}
+
+/**
+ * Sampling under a grammar goes through `evaluate`, which takes a grammar state, one token at a
+ * time; the last prompt token is evaluated alone, so a replay evaluates it the same way.
+ */
+function grammarSampler(sampling: Sampling, state: LlamaGrammarEvaluationState): Sampler {
+  return {
+    promptTail: 1,
+    async step(sequence, token, position) {
+      const iterator = sequence.evaluate([token], { ...sampleOptions(sampling, position), grammarEvaluationState: state, yieldEogToken: true });
+      try {
+        const next = await iterator.next();
+        return next.done ? null : next.value;
+      } finally {
+        await iterator.return();
+      }
+    },
+  };
+}
+
+/** Evaluates the prompt in fixed chunks; with a plain sampler the last chunk samples the first token. */
+async function evaluatePrompt(sequence: LlamaContextSequence, prompt: readonly Token[], generation: Generation,
+  sampler: Sampler, sampling: Sampling | null): Promise<Token | null> {
+  const chunked = sampler.promptTail === 1 ? prompt.slice(0, -1) : prompt;
+  let next: Token | null = null;
+  for (let start = 0; start < chunked.length; start += PROMPT_CHUNK) {
+    throwIfCancelled(generation);
+    const chunk = chunked.slice(start, start + PROMPT_CHUNK);
+    const isLast = start + PROMPT_CHUNK >= chunked.length;
+    if (isLast && sampling && sampler.promptTail !== 1) {
+      const input = chunk.map((token, index) => (index === chunk.length - 1
+        ? [token, { generateNext: { token: true, options: sampleOptions(sampling, 0) } }] as const
+        : token));
+      const results = await sequence.controlledEvaluate(input as Parameters<LlamaContextSequence['controlledEvaluate']>[0]);
+      next = results[chunk.length - 1]?.next?.token ?? null;
+    } else {
+      await sequence.controlledEvaluate(chunk);
+    }
+  }
+  if (sampler.promptTail === 1 && prompt.length > 0) {
+    throwIfCancelled(generation);
+    if (sampling) next = await sampler.step(sequence, prompt.at(-1)!, 0);
+    else await sequence.controlledEvaluate([prompt.at(-1)!]);
+  }
+  return next;
+}
+
+function statePath(settings: RunnerSettings, taskId: string): string {
+  return join(settings.stateDir, `${taskId}.state`);
+}
+
+async function saveState(settings: RunnerSettings, sequence: LlamaContextSequence, taskId: string): Promise<void> {
+  mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
+  const temporary = `${statePath(settings, taskId)}.tmp`;
+  await sequence.saveStateToFile(temporary);
+  renameSync(temporary, statePath(settings, taskId));
+}
+
+/**
+ * Brings a fresh sequence to "prompt + resume[0..m-1) evaluated" and samples position m from
+ * resume[m-1], using a saved state when one matches.
+ */
+async function restore(settings: RunnerSettings, sequence: LlamaContextSequence, prompt: readonly Token[], resume: readonly Token[],
+  taskId: string, sampler: Sampler, generation: Generation): Promise<Token | null> {
+  const expected = [...prompt, ...resume];
+  let evaluated = 0; // tokens of `expected` in the sequence
+  const path = statePath(settings, taskId);
+  if (existsSync(path)) {
+    try {
+      await sequence.loadStateFromFile(path, { acceptRisk: true });
+      const state = sequence.contextTokens;
+      const matches = state.length > prompt.length && state.every((token, index) => token === expected[index]);
+      if (matches) evaluated = state.length;
+      else await sequence.clearHistory();
+    } catch {
+      await sequence.clearHistory();
+    }
+  }
+  const target = expected.length - 1; // the last known token is evaluated with sampling
+  if (evaluated > target) {
+    await sequence.eraseContextTokenRanges([{ start: target, end: sequence.nextTokenIndex }]);
+    evaluated = target;
+  }
+  if (evaluated === 0) {
+    await evaluatePrompt(sequence, prompt, generation, sampler, null);
+    evaluated = prompt.length;
+  }
+  for (let index = evaluated; index < target; index++) {
+    throwIfCancelled(generation);
+    await sequence.controlledEvaluate([expected[index]!]);
+  }
+  return sampler.step(sequence, expected[target]!, resume.length);
+}
+
+export interface GenerationRuntime {
+  settings: RunnerSettings;
+  send(message: RunnerMessage): void;
+  grammar(gbnf: string): ReturnType<typeof grammarFor>;
+}
+
+function constraintOf(message: GenerateMessage, syntax: ReturnType<typeof renderPrompt>['toolCallSyntax']): ConstraintGrammar {
+  const tools = message.tools ?? [];
+  const format = message.format ?? { type: 'text' };
+  if (tools.length === 0 && format.type === 'text') return { grammar: null, layout: 'content' };
+  return constraintGrammar({ format, tools, toolChoice: message.toolChoice ?? 'auto', parallelToolCalls: message.parallelToolCalls ?? true }, syntax);
+}
+
+export async function generate(runtime: GenerationRuntime, model: LlamaModel, message: GenerateMessage, generation: Generation): Promise<void> {
+  const { requestId, sampling, taskId } = message;
+  const { settings, send } = runtime;
+  const tools = message.tools ?? [];
+  const prompt = renderPrompt(model, message.messages, tools);
+  const contextLength = model.trainContextSize;
+  if (prompt.tokens.length + sampling.maxOutputTokens > contextLength) {
+    send({ type: 'error', requestId, code: 'context_length_exceeded',
+      message: `the input (${prompt.tokens.length} tokens) and max_output_tokens (${sampling.maxOutputTokens}) exceed the model context (${contextLength})` });
+    return;
+  }
+  let constraint: ConstraintGrammar;
+  try {
+    constraint = constraintOf(message, prompt.toolCallSyntax);
+  } catch (error) {
+    if (!(error instanceof UnsupportedSchemaError)) throw error;
+    send({ type: 'error', requestId, code: 'engine_error', message: `unsupported schema: ${error.message} (${error.keyword} at ${error.pointer || '/'})` });
+    return;
+  }
+  const grammarState = constraint.grammar === null ? null : newGrammarState(model, await runtime.grammar(constraint.grammar));
+  const sampler = grammarState ? grammarSampler(sampling, grammarState) : plainSampler(sampling);
+  send({ type: 'prompt', requestId, inputTokens: prompt.tokens.length });
+  const contextSize = Math.min(contextLength, Math.ceil((prompt.tokens.length + sampling.maxOutputTokens + 1) / 256) * 256);
+  const context = await model.createContext({ contextSize, batchSize: PROMPT_CHUNK, sequences: 1, threads: settings.threads });
+  const splitter = new OutputSplitter(constraint.layout, prompt.toolCallSyntax, tools.map((tool) => tool.name), message.stop ?? []);
+  const shaper = new OutputShaper(splitter);
+  const detokenizer = new Detokenizer(model);
+  const emit = (...units: Array<OutputUnitMessage | null>) => {
+    const ready = units.filter((unit): unit is OutputUnitMessage => unit !== null);
+    if (ready.length > 0) send({ type: 'output', requestId, units: ready });
+  };
+  const done = (finishReason: FinishReason) => {
+    send({ type: 'done', requestId, finishReason, ...(tools.length > 0 ? { toolCalls: splitter.toolCalls() } : {}) });
+  };
+  try {
+    const sequence = context.getSequence();
+    const resume = message.resumeTokens as Token[];
+    if (resume.length > 0) {
+      shaper.replay(replayGroups(detokenizer, resume));
+      // The committed output already ended at a stop sequence: nothing more to write.
+      if (shaper.stopped) {
+        send({ type: 'generating', requestId });
+        done('stop');
+        return;
+      }
+      if (grammarState) for (const token of resume) acceptToken(grammarState, token);
+    }
+    let next = resume.length === 0
+      ? await evaluatePrompt(sequence, prompt.tokens, generation, sampler, sampling)
+      : await restore(settings, sequence, prompt.tokens, resume, taskId, sampler, generation);
+    send({ type: 'generating', requestId });
+    let generated = resume.length;
+    let lastTokenAt = performance.now();
+    let lastSaveAt = performance.now();
+    let saveCost = 0;
+    for (;;) {
+      throwIfCancelled(generation);
+      if (next === null || model.isEogToken(next) || prompt.stopTokens.has(next)) {
+        const rest = detokenizer.flush();
+        emit(rest ? shaper.push(rest) : null, shaper.finish());
+        done('stop');
+        return;
+      }
+      const token: Token = next;
+      generated += 1;
+      const group = detokenizer.push(token);
+      if (group) emit(shaper.push(group));
+      if (shaper.stopped) {
+        done('stop');
+        return;
+      }
+      if (generated >= sampling.maxOutputTokens) {
+        const rest = detokenizer.flush();
+        const last = rest ? shaper.push(rest) : null;
+        emit(last, shaper.stopped ? null : shaper.finish());
+        done(shaper.stopped ? 'stop' : 'max_output_tokens');
+        return;
+      }
+      // The sequence now holds prompt + tokens [0, generated - 1): a valid resume point.
+      const now = performance.now();
+      if (generated > 1 && now - lastSaveAt >= Math.max(MIN_STATE_INTERVAL_MS, saveCost * STATE_COST_FACTOR)) {
+        await saveState(settings, sequence, taskId);
+        lastSaveAt = performance.now();
+        saveCost = lastSaveAt - now;
+      }
+      if (settings.tokenDelayMs > 0) await sleep(settings.tokenDelayMs - (performance.now() - lastTokenAt));
+      lastTokenAt = performance.now();
+      throwIfCancelled(generation);
+      next = await sampler.step(sequence, token, generated);
+    }
+  } finally {
+    rmSync(statePath(settings, taskId), { force: true });
+    rmSync(`${statePath(settings, taskId)}.tmp`, { force: true });
+    await context.dispose();
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * Writing GBNF, the grammar language of llama.cpp: quoting of literals and character classes,
+ * and a rule set that gives every rule a valid, unique name and shares identical rules.
+ */
+
+/** Literal and class characters are written this way: printable ASCII as is, the rest escaped. */
+function escapeCodePoint(codePoint: number, inClass: boolean): string {
+  const char = String.fromCodePoint(codePoint);
+  if (codePoint === 0x22) return '\\"';
+  if (codePoint === 0x5c) return '\\\\';
+  if (inClass && (codePoint === 0x5d || codePoint === 0x5b || codePoint === 0x2d || codePoint === 0x5e)) {
+    return `\\x${codePoint.toString(16).padStart(2, '0')}`;
+  }
+  if (codePoint >= 0x20 && codePoint < 0x7f) return char;
+  if (codePoint <= 0xff) return `\\x${codePoint.toString(16).padStart(2, '0')}`;
+  if (codePoint <= 0xffff) return `\\u${codePoint.toString(16).padStart(4, '0')}`;
+  return `\\U${codePoint.toString(16).padStart(8, '0')}`;
+}
+
+/** A GBNF literal matching `text` exactly; the empty text is `""`. */
+export function gbnfLiteral(text: string): string {
+  let body = '';
+  for (const char of text) body += escapeCodePoint(char.codePointAt(0)!, false);
+  return `"${body}"`;
+}
+
+/** A character class of code point ranges (inclusive); `negated` matches every other character. */
+export function gbnfClass(ranges: ReadonlyArray<readonly [number, number]>, negated = false): string {
+  const body = ranges.map(([from, to]) => (from === to
+    ? escapeCodePoint(from, true)
+    : `${escapeCodePoint(from, true)}-${escapeCodePoint(to, true)}`)).join('');
+  return `[${negated ? '^' : ''}${body}]`;
+}
+
+/** Whether an expression is one element: a rule name, a literal, a class or a group. */
+function isElement(expression: string): boolean {
+  return /^([a-z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\])$/.test(expression) || isGroup(expression);
+}
+
+/** Whether the expression is one parenthesised group (the first parenthesis closes at the end). */
+function isGroup(expression: string): boolean {
+  if (!expression.startsWith('(') || !expression.endsWith(')')) return false;
+  let depth = 0;
+  for (let i = 0; i < expression.length; i++) {
+    const char = expression[i]!;
+    if (char === '"' || char === '[') {
+      const close = char === '"' ? '"' : ']';
+      for (i++; i < expression.length && expression[i] !== close; i++) if (expression[i] === '\\') i++;
+      continue;
+    }
+    if (char === '(') depth++;
+    if (char === ')' && --depth === 0 && i < expression.length - 1) return false;
+  }
+  return true;
+}
+
+/** Parenthesises an expression unless it is one element already. */
+export function group(expression: string): string {
+  return isElement(expression) ? expression : `(${expression})`;
+}
+
+/** Alternatives, deduplicated, in order, as one group. */
+export function gbnfAlternatives(expressions: readonly string[]): string {
+  const unique = [...new Set(expressions)];
+  return unique.length === 1 ? unique[0]! : `(${unique.join(' | ')})`;
+}
+
+/** A sequence of expressions (alternatives are always grouped, so they can be joined as they are). */
+export function gbnfSequence(expressions: readonly string[]): string {
+  const parts = expressions.filter((expression) => expression !== '""');
+  return parts.length === 0 ? '""' : parts.join(' ');
+}
+
+/**
+ * The rules of one grammar. `define` names a rule body and returns its name; the same body gets
+ * the same rule, so shared sub-schemas do not multiply the grammar.
+ */
+export class GbnfRuleSet {
+  private readonly bodies = new Map<string, string>();
+  private readonly names = new Map<string, string>();
+  private readonly used = new Set<string>(['root']);
+  private readonly counters = new Map<string, number>();
+  private size = 0;
+
+  constructor(private readonly maxBytes: number, private readonly onTooLarge: () => never) {}
+
+  private uniqueName(hint: string): string {
+    const base = hint.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'rule';
+    let name = base;
+    // Numbered from where the last name of this base ended, so naming stays linear.
+    for (let n = this.counters.get(base) ?? 2; this.used.has(name); n++) {
+      name = `${base}-${n}`;
+      this.counters.set(base, n + 1);
+    }
+    this.used.add(name);
+    return name;
+  }
+
+  define(hint: string, body: string): string {
+    const existing = this.names.get(body);
+    if (existing) return existing;
+    const name = this.uniqueName(hint);
+    this.set(name, body);
+    this.names.set(body, name);
+    return name;
+  }
+
+  /** A name for a rule whose body comes later (a rule that refers to itself). */
+  reserve(hint: string): string {
+    return this.uniqueName(hint);
+  }
+
+  set(name: string, body: string): void {
+    this.size += name.length + body.length + 6;
+    if (this.size > this.maxBytes) this.onTooLarge();
+    this.bodies.set(name, body);
+  }
+
+  /**
+   * `expression` min to max times (max null: unbounded), spelled out as rules. llama.cpp's own
+   * `{m,n}` expands the same way but refuses, past a threshold that depends on the rest of the
+   * rule and on its version, grammars this service accepted; only `?`, `*` and `+` (one rule
+   * each) are left to it, and the grammar's size stays what MAX_GRAMMAR_BYTES bounds.
+   */
+  repeat(expression: string, min: number, max: number | null): string {
+    if (max !== null && max < min) throw new Error(`repetition ${min} to ${max}`);
+    if (max === 0) return '""';
+    const element = group(expression);
+    if (min === 0 && max === 1) return `${element}?`;
+    if (min === 0 && max === null) return `${element}*`;
+    if (min === 1 && max === null) return `${element}+`;
+    // The optional part: a chain where each link is "one more, or stop".
+    let tail = '""';
+    if (max === null) tail = `${element}*`;
+    else {
+      for (let count = 1; count <= max - min; count++) {
+        tail = this.define('repeat', count === 1 ? `${element}?` : `${element} ${tail} | ""`);
+      }
+    }
+    // The required part: short runs written out, long ones as a chain of rules.
+    if (min <= 8) return gbnfSequence([...Array.from({ length: min }, () => element), tail]);
+    let required = tail;
+    for (let count = 1; count <= min; count++) required = this.define('repeat', gbnfSequence([element, required]));
+    return required;
+  }
+
+  render(rootBody: string): string {
+    const lines = [`root ::= ${rootBody}`];
+    for (const [name, body] of this.bodies) lines.push(`${name} ::= ${body}`);
+    return `${lines.join('\n')}\n`;
+  }
+}

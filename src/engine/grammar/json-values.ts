@@ -1,0 +1,117 @@
+/**
+ * The JSON building blocks every constrained grammar shares: whitespace, strings, numbers, any
+ * value, and the string formats the schema translation knows.
+ */
+import { gbnfClass, gbnfLiteral, type GbnfRuleSet } from './gbnf.js';
+import { integerRange, MAX_FRACTION_DIGITS, MAX_INTEGER_DIGITS, patternToGbnf } from './numbers.js';
+
+/**
+ * Whitespace between tokens: nothing, a space, or a line break with some indentation. Bounded,
+ * so a model cannot fill its budget with blanks.
+ */
+const MAX_INDENT = 40;
+
+/**
+ * One character of a JSON string: anything but a quote, a backslash or a control character, or
+ * a short escape. `\u` escapes are left out: they could spell half a surrogate pair.
+ */
+const STRING_CHARACTER = `${gbnfClass([[0x22, 0x22], [0x5c, 0x5c], [0x00, 0x1f]], true)} | "\\\\" ${gbnfClass([[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x62], [0x66, 0x66], [0x6e, 0x6e], [0x72, 0x72], [0x74, 0x74]])}`;
+
+
+export class JsonRules {
+  private valueName: string | null = null;
+  private objectName = '';
+
+  constructor(readonly rules: GbnfRuleSet) {}
+
+  get ws(): string {
+    return this.rules.define('ws', `( " " | "\\n" ${this.rules.repeat('[ \\t]', 0, MAX_INDENT)} )?`);
+  }
+
+  get character(): string {
+    return this.rules.define('char', STRING_CHARACTER);
+  }
+
+  get string(): string {
+    return this.rules.define('string', `"\\"" ${this.character}* "\\""`);
+  }
+
+  get integer(): string {
+    return this.rules.define('integer', `"-"? ("0" | [1-9] ${this.rules.repeat('[0-9]', 0, MAX_INTEGER_DIGITS - 1)})`);
+  }
+
+  get number(): string {
+    return this.rules.define('number', `${this.integer} ("." ${this.rules.repeat('[0-9]', 1, MAX_FRACTION_DIGITS)})?`);
+  }
+
+  get boolean(): string {
+    return this.rules.define('boolean', '("true" | "false")');
+  }
+
+  get null(): string {
+    return this.rules.define('null', '"null"');
+  }
+
+  /** `ws "," ws`: what separates members and elements. */
+  get separator(): string {
+    return this.rules.define('sep', `${this.ws} "," ${this.ws}`);
+  }
+
+  /** Any JSON value. */
+  get value(): string {
+    if (this.valueName) return this.valueName;
+    const value = this.rules.reserve('value');
+    this.valueName = value;
+    const member = this.rules.define('member', `${this.string} ${this.ws} ":" ${this.ws} ${value}`);
+    const object = this.objectName = this.rules.define('object', `"{" ${this.ws} (${member} (${this.separator} ${member})* ${this.ws})? "}"`);
+    const array = this.rules.define('array', `"[" ${this.ws} (${value} (${this.separator} ${value})* ${this.ws})? "]"`);
+    this.rules.set(value, `${object} | ${array} | ${this.string} | ${this.number} | ${this.boolean} | ${this.null}`);
+    return value;
+  }
+
+  /** Any JSON object (LMSP 6.1 `json_object`). */
+  get object(): string {
+    void this.value;
+    return this.objectName;
+  }
+
+  /** A string in one of the known formats (the text between the quotes), or null if unknown. */
+  format(format: string): string | null {
+    const body = formatBody(format, this.rules);
+    return body === null ? null : this.rules.define(`format-${format}`, body);
+  }
+}
+
+/**
+ * Formats as a subset of what each means: dates with days 01 to 28 are valid in every month,
+ * times and date-times carry `Z`, e-mail addresses and host names use lowercase letters and
+ * digits. Every value generated is valid; not every valid value can be generated.
+ */
+function formatBody(format: string, rules: GbnfRuleSet): string | null {
+  const repeat = (expression: string, min: number, max: number) => rules.repeat(expression, min, max);
+  const date = `${repeat('[0-9]', 4, 4)} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | "1" [0-9] | "2" [0-8])`;
+  const time = `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." ${repeat('[0-9]', 1, 3)})? "Z"`;
+  const label = rules.define('label', repeat('[a-z0-9]', 1, 32));
+  const hex = (count: number) => repeat('[0-9a-f]', count, count);
+  switch (format) {
+    case 'date': return date;
+    case 'time': return time;
+    case 'date-time': return `${date} "T" ${time}`;
+    case 'uuid': return `${hex(8)} "-" ${hex(4)} "-" ${hex(4)} "-" ${hex(4)} "-" ${hex(12)}`;
+    case 'email': return `${label} "@" ${label} ${repeat(`"." ${label}`, 0, 2)} "." ${repeat('[a-z]', 2, 8)}`;
+    case 'hostname': return `${label} ${repeat(`"." ${label}`, 0, 3)}`;
+    case 'ipv4': {
+      const octet = rules.define('octet', patternToGbnf(integerRange(0n, 255n)!, rules));
+      return `${octet} "." ${octet} "." ${octet} "." ${octet}`;
+    }
+    case 'uri': return `"https://" ${label} ${repeat(`"." ${label}`, 0, 2)} "." ${repeat('[a-z]', 2, 8)} ${repeat(`"/" ${repeat('[a-z0-9._~-]', 0, 32)}`, 0, 4)}`;
+    default: return null;
+  }
+}
+
+export const KNOWN_FORMATS = ['date', 'time', 'date-time', 'uuid', 'email', 'hostname', 'ipv4', 'uri'] as const;
+
+/** A JSON literal: the text JSON.stringify writes for it. */
+export function jsonLiteral(value: unknown): string {
+  return gbnfLiteral(JSON.stringify(value));
+}

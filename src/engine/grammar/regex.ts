@@ -1,0 +1,249 @@
+/**
+ * JSON Schema `pattern` as GBNF: the strings generated are whole matches of the regular
+ * expression, written as JSON string content (quotes, backslashes and control characters
+ * escaped). A whole match also matches the unanchored search JSON Schema asks for, so every
+ * generated string is valid. The subset: literals, `.`, classes with ranges and negation, the
+ * escapes \d \w \s \D \W \S, groups, alternation, the quantifiers ? * + {n} {n,} {n,m}, and `^`
+ * `$` at the ends. Backreferences, lookarounds, word boundaries and Unicode properties are not.
+ */
+import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
+
+export class UnsupportedPattern extends Error {}
+
+type Ranges = Array<[number, number]>;
+
+/** A set of characters: `ranges`, or everything but them. */
+interface CharSet {
+  ranges: Ranges;
+  negated: boolean;
+}
+
+const MAX_CODE_POINT = 0x10ffff;
+const DIGIT: Ranges = [[0x30, 0x39]];
+const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
+const SPACE: Ranges = [[0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x2028, 0x2029], [0xfeff, 0xfeff]];
+const LINE_TERMINATORS: Ranges = [[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]];
+/** Characters a JSON string must escape: written as their escape, or not generated at all. */
+const MUST_ESCAPE: Ranges = [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]];
+const SHORT_ESCAPES = new Map<number, string>([[0x22, '\\"'], [0x5c, '\\\\'], [0x08, '\\b'], [0x09, '\\t'], [0x0a, '\\n'], [0x0c, '\\f'], [0x0d, '\\r']]);
+
+function normalize(ranges: Ranges): Ranges {
+  const sorted = [...ranges].sort((a, b) => a[0] - b[0]);
+  const out: Ranges = [];
+  for (const [from, to] of sorted) {
+    const last = out.at(-1);
+    if (last && from <= last[1] + 1) last[1] = Math.max(last[1], to);
+    else out.push([from, to]);
+  }
+  return out;
+}
+
+function complement(ranges: Ranges): Ranges {
+  const out: Ranges = [];
+  let next = 0;
+  for (const [from, to] of normalize(ranges)) {
+    if (from > next) out.push([next, from - 1]);
+    next = to + 1;
+  }
+  if (next <= MAX_CODE_POINT) out.push([next, MAX_CODE_POINT]);
+  return out;
+}
+
+function contains(ranges: Ranges, codePoint: number): boolean {
+  return ranges.some(([from, to]) => codePoint >= from && codePoint <= to);
+}
+
+/** The GBNF for one character of the set, as JSON string content. */
+function charSetToGbnf(set: CharSet): string {
+  const allowed = (codePoint: number) => contains(set.ranges, codePoint) !== set.negated;
+  const options: string[] = [];
+  if (set.negated) {
+    options.push(gbnfClass(normalize([...set.ranges, ...MUST_ESCAPE]), true));
+  } else {
+    const plain = normalize(set.ranges).flatMap(([from, to]): Ranges => {
+      // The set minus the characters JSON must escape.
+      return complement(normalize([...complement([[from, to]]), ...MUST_ESCAPE]));
+    });
+    if (plain.length > 0) options.push(gbnfClass(plain));
+  }
+  for (const [codePoint, escape] of SHORT_ESCAPES) if (allowed(codePoint)) options.push(gbnfLiteral(escape));
+  if (options.length === 0) throw new UnsupportedPattern('a character class that JSON strings cannot hold');
+  return gbnfAlternatives(options);
+}
+
+function literalCharacter(codePoint: number): string {
+  return charSetToGbnf({ ranges: [[codePoint, codePoint]], negated: false });
+}
+
+class RegexParser {
+  private position = 0;
+  private readonly chars: string[];
+
+  constructor(source: string, private readonly rules: GbnfRuleSet) {
+    this.chars = [...source];
+  }
+
+  parse(): string {
+    if (this.chars[0] === '^') this.position = 1;
+    const expression = this.alternation();
+    if (this.position < this.chars.length) throw new UnsupportedPattern(`'${this.chars[this.position]}' at ${this.position}`);
+    return expression;
+  }
+
+  private peek(): string | undefined {
+    return this.chars[this.position];
+  }
+
+  private alternation(): string {
+    const options = [this.sequence()];
+    while (this.peek() === '|') {
+      this.position++;
+      options.push(this.sequence());
+    }
+    return gbnfAlternatives(options);
+  }
+
+  private sequence(): string {
+    const parts: string[] = [];
+    for (;;) {
+      const char = this.peek();
+      if (char === undefined || char === '|' || char === ')') break;
+      if (char === '$') {
+        this.position++;
+        const next = this.peek();
+        if (next !== undefined && next !== '|' && next !== ')') throw new UnsupportedPattern('$ before the end');
+        continue;
+      }
+      if (char === '^') throw new UnsupportedPattern('^ after the start');
+      parts.push(this.quantified(this.atom()));
+    }
+    return gbnfSequence(parts);
+  }
+
+  private quantified(atom: string): string {
+    const char = this.peek();
+    let min = 1;
+    let max: number | null = 1;
+    if (char === '?') [min, max] = [0, 1];
+    else if (char === '*') [min, max] = [0, null];
+    else if (char === '+') [min, max] = [1, null];
+    else if (char === '{') {
+      const match = /^\{(\d+)(,(\d*))?\}/.exec(this.chars.slice(this.position).join(''));
+      if (!match) return atom;
+      min = Number(match[1]);
+      max = match[2] === undefined ? min : match[3] === '' ? null : Number(match[3]);
+      if (max !== null && max < min) throw new UnsupportedPattern('a quantifier with max < min');
+      if (min > MAX_PATTERN_REPETITION) throw new UnsupportedPattern('a quantifier above the repetition limit');
+      if (max !== null && max > MAX_PATTERN_REPETITION) max = MAX_PATTERN_REPETITION;
+      this.position += match[0].length - 1;
+    } else {
+      return atom;
+    }
+    this.position++;
+    if (this.peek() === '?') this.position++; // lazy: the language is the same
+    return this.rules.repeat(atom, min, max);
+  }
+
+  private atom(): string {
+    const char = this.chars[this.position++]!;
+    if (char === '(') {
+      if (this.peek() === '?') {
+        const rest = this.chars.slice(this.position, this.position + 3).join('');
+        if (rest.startsWith('?:')) this.position += 2;
+        else if (/^\?<[A-Za-z]/.test(rest)) {
+          while (this.peek() !== undefined && this.peek() !== '>') this.position++;
+          this.position++;
+        } else throw new UnsupportedPattern('lookarounds');
+      }
+      const inner = this.alternation();
+      if (this.chars[this.position++] !== ')') throw new UnsupportedPattern('an unclosed group');
+      return `(${inner})`;
+    }
+    if (char === '[') return charSetToGbnf(this.charClass());
+    if (char === '.') return charSetToGbnf({ ranges: LINE_TERMINATORS, negated: true });
+    if (char === '\\') {
+      const set = this.escape(false);
+      return typeof set === 'number' ? literalCharacter(set) : charSetToGbnf(set);
+    }
+    if ('*+?{}'.includes(char)) {
+      if (char === '{' || char === '}') return literalCharacter(char.codePointAt(0)!);
+      throw new UnsupportedPattern(`a quantifier without an atom`);
+    }
+    return literalCharacter(char.codePointAt(0)!);
+  }
+
+  /** After a backslash: a code point, or a class escape. */
+  private escape(inClass: boolean): number | CharSet {
+    const char = this.chars[this.position++];
+    if (char === undefined) throw new UnsupportedPattern('a trailing backslash');
+    switch (char) {
+      case 'd': return { ranges: DIGIT, negated: false };
+      case 'D': return { ranges: DIGIT, negated: true };
+      case 'w': return { ranges: WORD, negated: false };
+      case 'W': return { ranges: WORD, negated: true };
+      case 's': return { ranges: SPACE, negated: false };
+      case 'S': return { ranges: SPACE, negated: true };
+      case 'n': return 0x0a;
+      case 'r': return 0x0d;
+      case 't': return 0x09;
+      case 'f': return 0x0c;
+      case 'v': return 0x0b;
+      case '0': return 0x00;
+      case 'b': if (inClass) return 0x08; throw new UnsupportedPattern('word boundaries');
+      case 'x': case 'u': {
+        const braced = char === 'u' && this.peek() === '{';
+        const match = braced
+          ? /^\{([0-9a-fA-F]{1,6})\}/.exec(this.chars.slice(this.position).join(''))
+          : new RegExp(`^[0-9a-fA-F]{${char === 'x' ? 2 : 4}}`).exec(this.chars.slice(this.position).join(''));
+        if (!match) throw new UnsupportedPattern(`a malformed \\${char} escape`);
+        this.position += match[0].length;
+        return parseInt(match[1] ?? match[0], 16);
+      }
+      default:
+        if (/[0-9BpPkc]/.test(char)) throw new UnsupportedPattern(`\\${char}`);
+        return char.codePointAt(0)!;
+    }
+  }
+
+  private charClass(): CharSet {
+    const negated = this.peek() === '^';
+    if (negated) this.position++;
+    const ranges: Ranges = [];
+    let first = true;
+    for (;;) {
+      const char = this.chars[this.position++];
+      if (char === undefined) throw new UnsupportedPattern('an unclosed class');
+      if (char === ']' && !first) break;
+      first = false;
+      let from: number | CharSet = char === '\\' ? this.escape(true) : char.codePointAt(0)!;
+      if (typeof from !== 'number') {
+        if (from.negated) throw new UnsupportedPattern('a negated escape inside a class');
+        ranges.push(...from.ranges);
+        continue;
+      }
+      if (this.peek() === '-' && this.chars[this.position + 1] !== ']' && this.chars[this.position + 1] !== undefined) {
+        this.position++;
+        const endChar = this.chars[this.position++]!;
+        const to = endChar === '\\' ? this.escape(true) : endChar.codePointAt(0)!;
+        if (typeof to !== 'number' || to < from) throw new UnsupportedPattern('a malformed range');
+        ranges.push([from, to]);
+        continue;
+      }
+      ranges.push([from, from]);
+      from = 0;
+    }
+    return { ranges: normalize(ranges), negated };
+  }
+}
+
+export const MAX_PATTERN_REPETITION = 10_000;
+
+/** The GBNF of JSON string content that wholly matches `pattern`; throws UnsupportedPattern. */
+export function regexToGbnf(pattern: string, rules: GbnfRuleSet): string {
+  try {
+    new RegExp(pattern, 'u');
+  } catch {
+    throw new UnsupportedPattern('not a valid regular expression');
+  }
+  return new RegexParser(pattern, rules).parse();
+}

@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
+import { checkSchemaSupported, checkToolsSupported, constraintGrammar } from '../../src/engine/grammar/constraint.js';
+import { boundedInteger, boundedNumber, integerRange, patternToRegExpSource, type NumberBounds } from '../../src/engine/grammar/numbers.js';
+import { PLAIN_TOOL_CALL_SYNTAX } from '../../src/engine/plain-layout.js';
+
+function exactly(source: string): RegExp {
+  return new RegExp(`^(?:${source})$`);
+}
+
+describe('numbers under JSON Schema bounds', () => {
+  test('an integer range accepts exactly the integers in it, written without leading zeros', () => {
+    fc.assert(fc.property(fc.integer({ min: -1200, max: 1200 }), fc.integer({ min: 0, max: 1500 }), (low, width) => {
+      const high = low + width;
+      const pattern = integerRange(BigInt(low), BigInt(high));
+      assert.ok(pattern);
+      const regex = exactly(patternToRegExpSource(pattern));
+      for (let value = low - 30; value <= high + 30; value++) {
+        assert.equal(regex.test(String(value)), value >= low && value <= high, `${value} in [${low}, ${high}]`);
+      }
+      assert.equal(regex.test('007'), false);
+      assert.equal(regex.test('-0'), false);
+    }), { numRuns: 60 });
+  });
+
+  test('large and open ranges stop at 15 digits', () => {
+    const positive = exactly(patternToRegExpSource(integerRange(1n, null)!));
+    assert.ok(positive.test('999999999999999'));
+    assert.equal(positive.test('1000000000000000'), false);
+    assert.equal(positive.test('0'), false);
+    const wide = exactly(patternToRegExpSource(integerRange(-123456789012n, 98765432109876n)!));
+    for (const value of ['-123456789012', '-123456789013', '98765432109876', '98765432109877', '0', '-1', '5000000']) {
+      const n = BigInt(value);
+      assert.equal(wide.test(value), n >= -123456789012n && n <= 98765432109876n, value);
+    }
+  });
+
+  test('every number the bounded pattern accepts lies within the bounds', () => {
+    const bounds = fc.record({
+      minimum: fc.option(fc.double({ min: -50, max: 50, noNaN: true }), { nil: null }),
+      maximum: fc.option(fc.double({ min: -50, max: 50, noNaN: true }), { nil: null }),
+      exclusiveMinimum: fc.boolean(),
+      exclusiveMaximum: fc.boolean(),
+    });
+    const numberText = fc.tuple(fc.integer({ min: -80, max: 80 }), fc.option(fc.integer({ min: 0, max: 9999 }), { nil: null }))
+      .map(([whole, fraction]) => `${whole}${fraction === null ? '' : `.${String(fraction).padStart(4, '0')}`}`);
+    fc.assert(fc.property(bounds, fc.array(numberText, { minLength: 40, maxLength: 40 }), (b: NumberBounds, texts) => {
+      for (const integer of [true, false]) {
+        const pattern = integer ? boundedInteger(b) : boundedNumber(b);
+        if (!pattern) continue;
+        const regex = exactly(patternToRegExpSource(pattern));
+        for (const text of texts) {
+          if (!regex.test(text)) continue;
+          const value = Number(text);
+          if (integer) assert.ok(Number.isInteger(value), text);
+          if (b.minimum !== null) assert.ok(b.exclusiveMinimum ? value > b.minimum : value >= b.minimum, `${text} >= ${b.minimum}`);
+          if (b.maximum !== null) assert.ok(b.exclusiveMaximum ? value < b.maximum : value <= b.maximum, `${text} <= ${b.maximum}`);
+        }
+      }
+    }), { numRuns: 300 });
+  });
+
+  test('a fraction is written where its whole unit interval fits, never as k.0', () => {
+    const regex = exactly(patternToRegExpSource(boundedNumber({ minimum: -2.5, maximum: 3, exclusiveMinimum: false, exclusiveMaximum: true })!));
+    for (const text of ['-2', '0', '2', '2.75', '0.5', '-1.5', '-0.25']) assert.ok(regex.test(text), text);
+    for (const text of ['3', '-3', '2.0', '-2.5', '3.5', '-2.25']) assert.equal(regex.test(text), false, text);
+    assert.equal(boundedNumber({ minimum: 0.2, maximum: 0.7, exclusiveMinimum: false, exclusiveMaximum: false }), null, 'no integer, no whole unit interval');
+  });
+});
+
+describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () => {
+  const supported: Array<[string, unknown]> = [
+    ['an empty schema', {}],
+    ['true', true],
+    ['nullable types', { type: ['string', 'null'] }],
+    ['OpenAPI nullable', { type: 'integer', nullable: true }],
+    ['annotations', { title: 't', description: 'd', examples: [1], default: 2, $comment: 'c', deprecated: false, 'x-vendor': 1, type: 'number' }],
+    ['recursion through $defs', { $defs: { node: { type: 'object', properties: { next: { anyOf: [{ $ref: '#/$defs/node' }, { type: 'null' }] } } } }, $ref: '#/$defs/node' }],
+    ['draft-07 definitions', { definitions: { a: { type: 'string' } }, type: 'array', items: { $ref: '#/definitions/a' } }],
+    ['oneOf of different types', { oneOf: [{ type: 'string' }, { type: 'integer' }, { type: 'null' }] }],
+    ['oneOf of tagged objects', { oneOf: [
+      { type: 'object', properties: { kind: { const: 'a' }, x: { type: 'number' } }, required: ['kind', 'x'] },
+      { type: 'object', properties: { kind: { const: 'b' } }, required: ['kind'] },
+    ] }],
+    ['allOf of open objects', { allOf: [{ type: 'object', properties: { a: { type: 'string' } }, required: ['a'] }, { properties: { b: { type: 'integer' } } }] }],
+    ['uniqueItems over an enum', { type: 'array', items: { enum: ['a', 'b', 'c'] }, uniqueItems: true, minItems: 1 }],
+    ['multipleOf with bounds', { type: 'integer', multipleOf: 5, minimum: 0, maximum: 100 }],
+    ['multipleOf without bounds', { type: 'integer', multipleOf: 7 }],
+    ['a map', { type: 'object', additionalProperties: { type: 'boolean' }, maxProperties: 3 }],
+    ['a pattern', { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(x|y)?$' }],
+    ['a format', { type: 'string', format: 'date-time' }],
+  ];
+  for (const [name, schema] of supported) {
+    test(`supported: ${name}`, () => assert.deepEqual(checkSchemaSupported(schema), { ok: true }));
+  }
+
+  const unsupported: Array<[string, unknown, string, string]> = [
+    ['not', { type: 'object', properties: { a: { not: { type: 'string' } } } }, 'not', '/properties/a/not'],
+    ['if/then', { if: { type: 'string' }, then: { minLength: 1 } }, 'if', '/if'],
+    ['patternProperties', { type: 'object', patternProperties: { '^x': {} } }, 'patternProperties', '/patternProperties'],
+    ['contains', { type: 'array', contains: { type: 'string' } }, 'contains', '/contains'],
+    ['an unknown format', { type: 'string', format: 'ipv6' }, 'format', '/format'],
+    ['format with a length', { type: 'string', format: 'date', maxLength: 5 }, 'maxLength', '/maxLength'],
+    ['a pattern with a lookahead', { type: 'string', pattern: '(?=a)b' }, 'pattern', '/pattern'],
+    ['a pattern with a backreference', { type: 'string', pattern: '(a)\\1' }, 'pattern', '/pattern'],
+    ['a pattern with a length', { type: 'string', pattern: 'a+', minLength: 2 }, 'minLength', '/minLength'],
+    ['oneOf whose branches overlap', { oneOf: [{ type: 'number' }, { type: 'integer' }] }, 'oneOf', '/oneOf'],
+    ['a fractional multipleOf', { type: 'number', multipleOf: 0.01 }, 'multipleOf', '/multipleOf'],
+    ['a remote $ref', { $ref: 'https://example.com/schema.json' }, '$ref', '/$ref'],
+    ['a missing $ref', { items: { $ref: '#/$defs/missing' }, type: 'array' }, '$ref', '/items/$ref'],
+    ['left recursion', { $defs: { a: { anyOf: [{ $ref: '#/$defs/a' }, { type: 'null' }] } }, $ref: '#/$defs/a' }, '$ref', '/$defs/a/anyOf/0/$ref'],
+    ['bounds with no value the service can write', { type: 'number', minimum: 0.2, maximum: 0.7 }, 'minimum', '/minimum'],
+    ['minProperties beyond the required ones', { type: 'object', properties: { a: {} }, minProperties: 1 }, 'minProperties', '/minProperties'],
+    ['uniqueItems over open items', { type: 'array', items: { type: 'string' }, uniqueItems: true }, 'uniqueItems', '/uniqueItems'],
+    ['allOf with a closed object', { allOf: [{ type: 'object', additionalProperties: false }, { properties: { a: {} } }] }, 'allOf', '/allOf'],
+    ['a minLength too long to spell out', { type: 'string', minLength: 20_000 }, 'minLength', '/minLength'],
+    ['false', { type: 'object', properties: { a: false }, required: ['a'] }, 'false', '/properties/a'],
+    ['an unknown keyword', { type: 'string', minLenght: 3 }, 'minLenght', '/minLenght'],
+  ];
+  for (const [name, schema, keyword, pointer] of unsupported) {
+    test(`unsupported, naming the keyword: ${name}`, () => {
+      const result = checkSchemaSupported(schema);
+      assert.equal(result.ok, false);
+      if (result.ok) return;
+      assert.equal(result.keyword, keyword);
+      assert.equal(result.pointer, pointer);
+      assert.ok(result.message.length > 0);
+    });
+  }
+
+  test('pointers escape ~ and / (RFC 6901)', () => {
+    const result = checkSchemaSupported({ type: 'object', properties: { 'a/b~c': { not: {} } } });
+    assert.deepEqual(result.ok ? null : result.pointer, '/properties/a~1b~0c/not');
+  });
+
+  test('tools: names must be usable and unique, parameters enforceable', () => {
+    assert.deepEqual(checkToolsSupported([{ name: 'a' }, { name: 'b_2-x', parameters: { type: 'object' } }]), { ok: true });
+    const bad = checkToolsSupported([{ name: 'ok' }, { name: 'has space' }]);
+    assert.equal(bad.ok, false);
+    assert.equal(bad.ok ? -1 : bad.toolIndex, 1);
+    const twice = checkToolsSupported([{ name: 'a' }, { name: 'a' }]);
+    assert.equal(twice.ok, false);
+    const schema = checkToolsSupported([{ name: 'a', parameters: { type: 'object', properties: { x: { not: {} } } } }]);
+    assert.deepEqual(schema.ok ? null : [schema.toolIndex, schema.keyword, schema.pointer], [0, 'not', '/properties/x/not']);
+  });
+
+  test('the grammar of a generation: none, forced, auto', () => {
+    const tools = [{ name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } }];
+    const free = constraintGrammar({ format: { type: 'text' }, tools: [], toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+    assert.deepEqual(free, { grammar: null, layout: 'content' }, 'plain text needs no grammar');
+    const none = constraintGrammar({ format: { type: 'text' }, tools, toolChoice: 'none', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+    assert.equal(none.layout, 'content');
+    assert.ok(none.grammar && !none.grammar.includes('get_weather'), 'no call can be written');
+    const forced = constraintGrammar({ format: { type: 'text' }, tools, toolChoice: { name: 'get_weather' }, parallelToolCalls: false }, PLAIN_TOOL_CALL_SYNTAX);
+    assert.equal(forced.layout, 'calls');
+    assert.match(forced.grammar!, /^root ::= "<tool_call>\{\\"name\\": \\"" call-body$/m);
+    const auto = constraintGrammar({ format: { type: 'json_object' }, tools, toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+    assert.equal(auto.layout, 'content-or-calls');
+    assert.throws(() => constraintGrammar({ format: { type: 'text' }, tools, toolChoice: { name: 'other' }, parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX), /not among the tools/);
+  });
+
+  describe('any JSON as a schema', () => {
+    const keywords = fc.constantFrom('type', 'properties', 'required', 'items', 'prefixItems', 'enum', 'const', 'anyOf', 'oneOf', 'allOf', '$ref', '$defs',
+      'minimum', 'maximum', 'exclusiveMinimum', 'multipleOf', 'minLength', 'maxLength', 'pattern', 'format', 'additionalProperties', 'minItems', 'maxItems',
+      'uniqueItems', 'nullable', 'minProperties', 'maxProperties', 'a');
+    const { tree } = fc.letrec((tie) => ({
+      tree: fc.oneof({ maxDepth: 5 }, fc.jsonValue({ maxDepth: 2 }), fc.dictionary(keywords, tie('tree'), { maxKeys: 5 }), fc.array(tie('tree'), { maxLength: 3 }),
+        fc.constantFrom('string', 'integer', 'object', 'number', 'array', 'boolean', '#', '#/$defs/a', '^a+[b-d]?$', '(x|y){2}', 3, -1, 0.5, 7, true, false, null)),
+    }));
+
+    test('is either supported or refused naming a keyword, never an exception', () => {
+      fc.assert(fc.property(tree, (schema) => {
+        const result = checkSchemaSupported(schema);
+        if (!result.ok) assert.ok(typeof result.keyword === 'string' && /^(\/|$)/.test(result.pointer) && result.message.length > 0, JSON.stringify(result));
+      }), { numRuns: 3000 });
+      let deep: Record<string, unknown> = {};
+      const root = deep;
+      for (let level = 0; level < 10_000; level++) deep = (deep.items = {}) as Record<string, unknown>;
+      assert.deepEqual((({ ok, keyword }) => ({ ok, keyword }))(checkSchemaSupported(root) as { ok: boolean; keyword?: string }), { ok: false, keyword: 'depth' });
+    });
+
+    test('every supported one gives a grammar llama.cpp parses', { timeout: 300_000 }, async () => {
+      const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
+      let parsed = 0;
+      await fc.assert(fc.asyncProperty(tree, async (schema) => {
+        if (!checkSchemaSupported(schema).ok) return;
+        const tools = [{ name: 'f', parameters: { type: 'object', properties: { p: schema } } }];
+        const { grammar } = constraintGrammar({ format: { type: 'json_schema', schema: schema as Record<string, unknown> }, tools, toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+        await llama.createGrammar({ grammar: grammar! });
+        parsed += 1;
+      }), { numRuns: 1500 });
+      assert.ok(parsed > 50, `${parsed} supported schemas parsed`);
+      // Nested bounded repetitions, which llama.cpp's own {m,n} refuses past a threshold: the
+      // grammar spells them out, so what checkSchemaSupported accepts also parses.
+      for (const schema of [
+        { type: 'string', pattern: '^((a{0,50}){0,50}){0,50}$' },
+        { type: 'array', maxItems: 3000, items: { type: 'object', properties: { s: { type: 'string', minLength: 2500, maxLength: 5000 } } } },
+      ]) {
+        assert.deepEqual(checkSchemaSupported(schema), { ok: true });
+        const { grammar } = constraintGrammar({ format: { type: 'json_schema', schema }, tools: [], toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX);
+        assert.ok(!/\{\d/.test(grammar!), 'no counted repetition is left to llama.cpp');
+        await llama.createGrammar({ grammar: grammar! });
+      }
+    });
+  });
+});
