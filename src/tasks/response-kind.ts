@@ -1,6 +1,6 @@
 /** Tasks of kind `response` (LMSP section 6): their events are the OpenAI Responses stream's. */
 import { RESPONSE_TEXT_DELTA, responseEvents } from '../api/response-events.js';
-import type { ResponseHeader } from '../domain/responses.js';
+import { promptMessages, type ResponseHeader } from '../domain/responses.js';
 import type { Task } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
 import type { TaskKindHandler } from './task-machine.js';
@@ -16,6 +16,14 @@ export function responseKind(store: Store): TaskKindHandler<ResponseHeader> {
     outputText(task: Task): string {
       // No token in this attempt means no delta to read (recovery of many idle tasks skips the query).
       return task.outputTokens === 0 ? '' : store.events.outputText(task.id, task.outputStartSeq, RESPONSE_TEXT_DELTA);
+    },
+    generation(task: Task) {
+      const response = store.responses.get(task.responseId);
+      if (!response) throw new Error(`response ${task.responseId} of task ${task.id} is missing`);
+      return {
+        messages: promptMessages(response),
+        sampling: { temperature: response.temperature, topP: response.topP, seed: response.seed, maxOutputTokens: response.maxOutputTokens },
+      };
     },
     finalized(_header, task, text) {
       // The final text is kept on the response; while the task ran it lived in its deltas.

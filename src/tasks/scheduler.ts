@@ -7,8 +7,8 @@
  */
 import { ServiceError } from '../domain/errors.js';
 import { EngineError, GenerationCancelled, type Engine, type EngineLease, type OutputUnit } from '../engine/engine.js';
+import type { GeneratedToolCall } from '../engine/types.js';
 import type { Store } from '../store/index.js';
-import { promptMessages } from '../domain/responses.js';
 import type { Task } from '../domain/tasks.js';
 import type { TaskCore } from './core.js';
 import { FairQueue } from './fair-queue.js';
@@ -188,30 +188,30 @@ export class Scheduler {
       if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return;
 
       const current = store.tasks.get(task.id);
-      const response = store.responses.get(task.responseId);
-      if (!current || !response) return;
+      if (!current) return;
+      const plan = machine.generationPlan(current);
+      if (!plan) throw new Error(`tasks of kind ${current.kind} do not generate`);
       const resumeTokens = resumed ? store.events.snapshotTokens(task.id, current.outputStartSeq) : [];
       if (resumed) this.options.log.info('resuming task', { task: task.id, tokens: resumeTokens.length });
       output = new OutputWriter(store, machine, task.id, () => abort.abort());
       const writer = output;
+      let toolCalls: GeneratedToolCall[] = [];
       const finishReason = await lease.generate(
-        {
-          taskId: task.id,
-          messages: promptMessages(response),
-          sampling: { temperature: response.temperature, topP: response.topP, seed: response.seed, maxOutputTokens: response.maxOutputTokens },
-          resumeTokens,
-        },
+        { ...plan, taskId: task.id, resumeTokens },
         {
           onPrompt: (inputTokens) => {
             this.store.db.write((c) => machine.setInputTokens(c, task.id, inputTokens)).catch(() => undefined);
           },
           onOutput: (units) => writer.push(units),
+          onToolCalls: (calls) => {
+            toolCalls = calls;
+          },
         },
         abort.signal,
       );
       await writer.flush();
       if (writer.failure) throw writer.failure;
-      await this.write((c) => machine.complete(c, task.id, finishReason));
+      await this.write((c) => machine.complete(c, task.id, finishReason, toolCalls));
       this.backoffMs = 0;
     } catch (error) {
       await output?.flush().catch(() => undefined);

@@ -10,7 +10,11 @@ import {
   acceptsOutput, isUnfinished, RECOVERY, settledStatus, statusAfterRecovery, wasInterrupted,
   type EventDraft, type FinishReason, type RecoveryOutcome, type Task, type TaskKind,
 } from '../domain/tasks.js';
-import type { OutputUnit } from '../engine/engine.js';
+import type { GenerateRequest, OutputUnit } from '../engine/engine.js';
+import type { GeneratedToolCall } from '../engine/types.js';
+
+/** What a generating kind asks the engine for; the worker adds the task id and the resume snapshot. */
+export type GenerationPlan = Omit<GenerateRequest, 'taskId' | 'resumeTokens'>;
 import type { Store, WriteContext } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 
@@ -25,12 +29,16 @@ export interface TaskKindHandler<S> {
   outputText(task: Task): string;
   /** The task reached a final status with this output (it is kept with the task's record). */
   finalized(subject: S, task: Task, text: string): void;
+  /** For kinds that generate with a model: what to generate, read from the task's record. */
+  generation?(task: Task): GenerationPlan;
   events: {
     created(subject: S): EventDraft[];
     loading(subject: S): EventDraft[];
     running(subject: S): EventDraft[];
-    output(subject: S, text: string, tokens: readonly number[]): EventDraft[];
-    finished(subject: S, text: string, finishReason: FinishReason): EventDraft[];
+    /** Output the engine produced (`units`: text and tool-call pieces), with its text and tokens joined. */
+    output(subject: S, text: string, tokens: readonly number[], units: readonly OutputUnit[], task: Task): EventDraft[];
+    /** `toolCalls`: the calls of the finished generation, when it was given tools. */
+    finished(subject: S, text: string, finishReason: FinishReason, toolCalls: readonly GeneratedToolCall[]): EventDraft[];
     failed(subject: S, text: string): EventDraft[];
     cancelling(subject: S, text: string): EventDraft[];
     cancelled(subject: S, text: string): EventDraft[];
@@ -66,6 +74,11 @@ export class TaskMachine {
   /** The text of the task's current attempt so far (LMSP 7.3: the concatenation of its deltas). */
   outputText(task: Task): string {
     return this.handler(task).outputText(task);
+  }
+
+  /** What the task's generation asks of the engine; null for kinds that do not generate. */
+  generationPlan(task: Task): GenerationPlan | null {
+    return this.handler(task).generation?.(task) ?? null;
   }
 
   /** LMSP 11.2: a new task, queued, with its `created` event, in the caller's transaction. */
@@ -110,12 +123,14 @@ export class TaskMachine {
     const handler = this.handler(task);
     const text = units.map((unit) => unit.text).join('');
     const tokens = units.flatMap((unit) => unit.tokens);
-    const drafts = text.length > 0 || tokens.length > 0 ? handler.events.output(handler.load(task), text, tokens) : [];
+    const drafts = text.length > 0 || tokens.length > 0 || units.some((unit) => unit.toolCalls?.length)
+      ? handler.events.output(handler.load(task), text, tokens, units, task)
+      : [];
     return this.store.lifecycle.record(context, task, { outputTokens: task.outputTokens + tokens.length }, drafts) !== null;
   }
 
   /** running -> completed; a task whose cancel was accepted first ends cancelled instead (LMSP 7.4). */
-  complete(context: WriteContext, taskId: string, finishReason: FinishReason): Task | null {
+  complete(context: WriteContext, taskId: string, finishReason: FinishReason, toolCalls: readonly GeneratedToolCall[] = []): Task | null {
     const task = this.store.tasks.get(taskId);
     if (!task) return null;
     if (settledStatus(task.status, 'completed') === 'cancelled') return this.cancelledNow(context, task, 'run');
@@ -123,7 +138,7 @@ export class TaskMachine {
     const subject = handler.load(task);
     const text = handler.outputText(task);
     const finished = this.store.lifecycle.move(context, task, 'completed', { finishedAt: nowSeconds(), finishReason },
-      handler.events.finished(subject, text, finishReason));
+      handler.events.finished(subject, text, finishReason, toolCalls));
     if (finished) handler.finalized(subject, finished, text);
     return finished;
   }
