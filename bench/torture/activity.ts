@@ -239,7 +239,7 @@ async function someActiveResponse(context: RoundContext): Promise<string | null>
     noteStatus(context, 'list_active', answer.status, await answer.text().catch(() => ''));
     return null;
   }
-  const ids = ((await answer.json()) as { data: TaskObject[] }).data.map((task) => task.response_id).filter((id) => context.ledger.acknowledged.has(id));
+  const ids = ((await answer.json()) as { data: TaskObject[] }).data.flatMap((task) => (task.response_id ? [task.response_id] : [])).filter((id) => context.ledger.acknowledged.has(id));
   return ids.length > 0 ? context.random.pick(ids) : null;
 }
 

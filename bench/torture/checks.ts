@@ -144,7 +144,7 @@ export function offlineCheck(dataDir: string, inputs: CheckInputs, options: { fu
       const events = parseEventRows(eventsOf.all(task.id));
       const final = FINAL_STATUSES.has(task.status);
       const finalText = final ? outputText.get(task.response_id)?.output_text ?? '' : null;
-      checkTaskLog(inputs, { id: task.id, responseId: task.response_id, status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, options.where);
+      checkTaskLog(inputs, { id: task.id, responseId: task.response_id ?? '', status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, options.where);
       if (final) sealed.set(task.id, { status: task.status, last: task.last_sequence_number });
     }
     if (options.full) aggregateLogCheck(db, tasks, violations, options.where);
@@ -292,7 +292,7 @@ export async function finalApiCheck(service: TestService, inputs: CheckInputs): 
     } else {
       violations.add('unfinished_at_end', task.id, `still ${task.status} at the end`);
     }
-    checkTaskLog(inputs, { id: task.id, responseId: task.response_id, status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, 'end (API)');
+    checkTaskLog(inputs, { id: task.id, responseId: task.response_id ?? '', status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, 'end (API)');
   });
   return tasks.length;
 }

@@ -55,7 +55,7 @@ export async function runDiskFullCheck(log: (line: string) => void = () => {}, o
     await sleep(1000);
     report.notes.push(`the witness had ${tokensAtFull} tokens when the disk was full, ${await outputTokens(service, witnessId)} a second later`);
     countFault(report, 'lost_while_full', await countLost(service, acknowledged));
-    const listed = (await allTasks(service)).map((task) => task.response_id);
+    const listed = (await allTasks(service)).map((task) => task.response_id ?? task.id);
     const extra = listed.filter((id) => !acknowledged.includes(id));
     if (extra.length > 0) {
       countFault(report, 'half_written_records', extra.length);

@@ -60,7 +60,8 @@ export interface TaskObject {
   id: string;
   object: 'task';
   kind: TaskKind;
-  response_id: string;
+  response_id: string | null;
+  completion_id: string | null;
   client_id: string;
   model: string;
   status: TaskStatus;

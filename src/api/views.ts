@@ -79,6 +79,7 @@ export function toTaskObject(task: Task): TaskObject {
     object: 'task',
     kind: task.kind,
     response_id: task.responseId,
+    completion_id: task.completionId,
     client_id: task.clientId,
     model: task.model,
     status: task.status,

@@ -75,6 +75,12 @@ export function statusAfterRecovery(from: UnfinishedStatus, outcome: RecoveryOut
   }
 }
 
+/** The response of a `response` task (LMSP 7.1); throws for another kind, which is a bug. */
+export function responseIdOf(task: Pick<Task, 'id' | 'kind' | 'responseId'>): string {
+  if (task.responseId === null) throw new Error(`task ${task.id} of kind ${task.kind} has no response`);
+  return task.responseId;
+}
+
 /** A task that was working (loading or running) when the service stopped counts a restart (LMSP 7.5 `max_restarts`). */
 export function wasInterrupted(status: TaskStatus): boolean {
   return status === 'loading' || status === 'running';
@@ -149,7 +155,10 @@ export interface Task {
   seq: number;
   id: string;
   kind: TaskKind;
-  responseId: string;
+  /** The response of a `response` task; null for other kinds. */
+  responseId: string | null;
+  /** The chat completion of a `chat_completion` task; null for other kinds. */
+  completionId: string | null;
   clientId: string;
   model: string;
   status: TaskStatus;

@@ -79,7 +79,7 @@ export class TaskLifecycle {
     if (!task || !isFinal(task.status)) return false;
     this.events.deleteForTask(task.id);
     this.tasks.delete(task.id);
-    this.responses.delete(task.responseId);
+    if (task.responseId !== null) this.responses.delete(task.responseId);
     return true;
   }
 }

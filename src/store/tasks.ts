@@ -10,7 +10,8 @@ export interface DbTask {
   seq: number;
   id: string;
   kind: TaskKind;
-  response_id: string;
+  response_id: string | null;
+  completion_id: string | null;
   client_id: string;
   model: string;
   status: TaskStatus;
@@ -35,6 +36,7 @@ export function toTask(row: DbTask): Task {
     id: row.id,
     kind: row.kind,
     responseId: row.response_id,
+    completionId: row.completion_id,
     clientId: row.client_id,
     model: row.model,
     status: row.status,
@@ -58,6 +60,7 @@ function toParams(task: Task) {
     id: task.id,
     kind: task.kind,
     response_id: task.responseId,
+    completion_id: task.completionId,
     client_id: task.clientId,
     model: task.model,
     status: task.status,
@@ -87,7 +90,7 @@ export interface TaskListQuery {
   order: 'asc' | 'desc';
 }
 
-const COLUMNS = `id, kind, response_id, client_id, model, status, on_restart, attempt, restarts, created_at, started_at,
+const COLUMNS = `id, kind, response_id, completion_id, client_id, model, status, on_restart, attempt, restarts, created_at, started_at,
   finished_at, last_sequence_number, output_start_seq, input_tokens, output_tokens, finish_reason, error_code, error_message`;
 
 export class TaskTable {

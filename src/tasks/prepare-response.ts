@@ -119,6 +119,7 @@ export function newTask(response: Pick<StoredResponse, 'id' | 'clientId' | 'mode
     id: newId('task'),
     kind: 'response',
     responseId: response.id,
+    completionId: null,
     clientId: response.clientId,
     model: response.model,
     status: 'queued',

@@ -1,7 +1,7 @@
 /** Tasks of kind `response` (LMSP section 6): their events are the OpenAI Responses stream's. */
 import { RESPONSE_TEXT_DELTA, responseEvents } from '../api/response-events.js';
 import { promptMessages, type ResponseHeader } from '../domain/responses.js';
-import type { Task } from '../domain/tasks.js';
+import { responseIdOf, type Task } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
 import type { TaskKindHandler } from './task-machine.js';
 
@@ -9,8 +9,8 @@ export function responseKind(store: Store): TaskKindHandler<ResponseHeader> {
   return {
     kind: 'response',
     load(task: Task): ResponseHeader {
-      const header = store.responses.getHeader(task.responseId);
-      if (!header) throw new Error(`response ${task.responseId} of task ${task.id} is missing`);
+      const header = store.responses.getHeader(responseIdOf(task));
+      if (!header) throw new Error(`response ${responseIdOf(task)} of task ${task.id} is missing`);
       return header;
     },
     outputText(task: Task): string {
@@ -18,8 +18,8 @@ export function responseKind(store: Store): TaskKindHandler<ResponseHeader> {
       return task.outputTokens === 0 ? '' : store.events.outputText(task.id, task.outputStartSeq, RESPONSE_TEXT_DELTA);
     },
     generation(task: Task) {
-      const response = store.responses.get(task.responseId);
-      if (!response) throw new Error(`response ${task.responseId} of task ${task.id} is missing`);
+      const response = store.responses.get(responseIdOf(task));
+      if (!response) throw new Error(`response ${responseIdOf(task)} of task ${task.id} is missing`);
       return {
         messages: promptMessages(response),
         sampling: { temperature: response.temperature, topP: response.topP, seed: response.seed, maxOutputTokens: response.maxOutputTokens },
@@ -27,7 +27,7 @@ export function responseKind(store: Store): TaskKindHandler<ResponseHeader> {
     },
     finalized(_header, task, text) {
       // The final text is kept on the response; while the task ran it lived in its deltas.
-      if (text !== '') store.responses.setOutputText(task.responseId, text);
+      if (text !== '') store.responses.setOutputText(responseIdOf(task), text);
     },
     events: {
       created: (header) => responseEvents.created(header),

@@ -7,7 +7,7 @@ import { toResponseObject } from '../api/views.js';
 import { canSee, type Client } from '../domain/clients.js';
 import { ServiceError } from '../domain/errors.js';
 import type { StoredResponse } from '../domain/responses.js';
-import { isFinal, type Task } from '../domain/tasks.js';
+import { isFinal, responseIdOf, type Task } from '../domain/tasks.js';
 import type { IdempotencyKey, Recording, StoredAnswer, WriteContext } from '../store/index.js';
 import type { TaskCore } from './core.js';
 import { prepareResponse } from './prepare-response.js';
@@ -65,9 +65,10 @@ export function visibleTaskOfResponse(core: Pick<TaskCore, 'store'>, client: Cli
 
 /** The response as it is now: while unfinished, `output` holds the text generated so far. */
 export function responseView(core: Pick<TaskCore, 'store' | 'machine'>, task: Task): ResponseObject {
-  const header = core.store.responses.getHeader(task.responseId);
-  if (!header) throw new ServiceError('not_found', `No response with id '${task.responseId}'.`);
-  const text = task.finishedAt !== null ? core.store.responses.outputText(task.responseId) ?? '' : core.machine.outputText(task);
+  const responseId = responseIdOf(task);
+  const header = core.store.responses.getHeader(responseId);
+  if (!header) throw new ServiceError('not_found', `No response with id '${responseId}'.`);
+  const text = task.finishedAt !== null ? core.store.responses.outputText(responseId) ?? '' : core.machine.outputText(task);
   return toResponseObject(header, task, text);
 }
 

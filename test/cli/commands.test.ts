@@ -15,7 +15,7 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       assert.equal(ran.code, 0, ran.stderr);
       const tasks = JSON.parse((await runCli(['tasks', 'ls', '--json', ...dir])).stdout) as { data: TaskObject[] };
       assert.equal(tasks.data.length, 1);
-      const response = await service.client.getResponse(tasks.data[0]!.response_id);
+      const response = await service.client.getResponse(tasks.data[0]!.response_id!);
       assert.equal(ran.stdout, `${response.output[0]!.content[0]!.text}\n`, 'the streamed text is the response text');
       assert.equal(response.seed, 5);
       assert.equal(response.usage?.output_tokens, 30);

@@ -30,7 +30,7 @@ describe('Tasks API and event streams (LMSP 7.1, 7.3)', () => {
   test('get: the task object with its fields', () => withService({}, async (service) => {
     const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 3 });
     const task = await service.client.getTask(created.body.task.id);
-    assert.deepEqual(Object.keys(task).sort(), ['attempt', 'client_id', 'created_at', 'error', 'finished_at', 'id', 'kind', 'last_sequence_number',
+    assert.deepEqual(Object.keys(task).sort(), ['attempt', 'client_id', 'completion_id', 'created_at', 'error', 'finished_at', 'id', 'kind', 'last_sequence_number',
       'model', 'object', 'on_restart', 'response_id', 'started_at', 'status'].sort());
     assert.equal(task.object, 'task');
     assert.equal(task.kind, 'response');

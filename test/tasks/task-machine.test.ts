@@ -64,7 +64,7 @@ describe('task state machine and its log (LMSP 7, 11.2)', () => {
     assertGapless(store, task.id);
     assert.equal(task.status, 'completed');
     assert.equal(task.outputTokens, 3);
-    assert.equal(store.responses.get(task.responseId)!.outputText, 'abc');
+    assert.equal(store.responses.get(task.responseId!)!.outputText, 'abc');
     assert.deepEqual(store.events.snapshotTokens(task.id, 0), [10, 11, 12]);
   }));
 
@@ -107,7 +107,7 @@ describe('task state machine and its log (LMSP 7, 11.2)', () => {
     assert.ok(!types.includes('response.completed') && !types.includes('response.incomplete'));
     assertGapless(store, task.id);
     // The partial output stays on the response.
-    assert.equal(store.responses.get(task.responseId)!.outputText, 'abc');
+    assert.equal(store.responses.get(task.responseId!)!.outputText, 'abc');
   }));
 
   test('a failure after an accepted cancel also ends cancelled', () => withDataDir((dir) => {
@@ -195,7 +195,7 @@ describe('task state machine and its log (LMSP 7, 11.2)', () => {
     const done = taskIn(store, 'completed');
     assert.equal(store.db.transaction(() => store.lifecycle.deleteFinished(done.id)), true);
     assert.equal(store.tasks.get(done.id), null);
-    assert.equal(store.responses.get(done.responseId), null);
+    assert.equal(store.responses.get(done.responseId!), null);
     assert.deepEqual(eventTypes(store, done.id), []);
   }));
 });
@@ -222,7 +222,7 @@ describe('retention in the store (LMSP section 10)', () => {
     }
     assert.equal(total.tasks, 1);
     assert.equal(store.tasks.get(oldDone.id), null);
-    assert.equal(store.responses.get(oldDone.responseId), null);
+    assert.equal(store.responses.get(oldDone.responseId!), null);
     assert.deepEqual(eventTypes(store, oldDone.id), []);
     for (const kept of [oldQueued, oldRunning, oldCancelling, recentDone]) assert.ok(store.tasks.get(kept.id), `${kept.status} kept`);
   }));

@@ -46,21 +46,20 @@ export function registerTasks(program: Command): void {
     .action(action(async (id: string, options: CommonOptions) => {
       const client = await operatorClient(options);
       const task = await client.getTask(id);
-      const response = await client.getResponse(task.response_id);
+      const response = task.response_id ? await client.getResponse(task.response_id) : null;
       if (options.json) return printJson({ task, response });
-      const text = response.output[0]?.content[0]?.text ?? '';
       process.stdout.write([
-        `task      ${task.id}`,
-        `response  ${task.response_id}`,
-        `status    ${task.status} (response ${response.status})`,
+        `task      ${task.id} (${task.kind})`,
+        ...(task.response_id ? [`response  ${task.response_id}`] : []),
+        ...(task.completion_id ? [`completion ${task.completion_id}`] : []),
+        `status    ${task.status}${response ? ` (response ${response.status})` : ''}`,
         `model     ${task.model}`,
         `policy    on_restart=${task.on_restart}, attempt ${task.attempt}`,
         `created   ${formatTime(task.created_at)}; started ${formatTime(task.started_at)}; finished ${formatTime(task.finished_at)}`,
         `events    ${task.last_sequence_number}`,
-        `usage     ${response.usage ? `${response.usage.input_tokens} in, ${response.usage.output_tokens} out` : '-'}`,
+        ...(response ? [`usage     ${response.usage ? `${response.usage.input_tokens} in, ${response.usage.output_tokens} out` : '-'}`] : []),
         ...(task.error ? [`error     ${task.error.code}: ${task.error.message}`] : []),
-        '',
-        text,
+        ...(response ? ['', response.output[0]?.content[0]?.text ?? ''] : []),
         '',
       ].join('\n'));
     }));

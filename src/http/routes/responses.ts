@@ -70,7 +70,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   async function streamCreated(reply: FastifyReply, client: Client, task: Task, response: StoredResponse,
     key: IdempotencyKey | null, place: () => void): Promise<void> {
     const { clientGone } = await streamTaskEvents(context, reply, client, task.id, 0, {
-      headers: { location: responseLocation(task.responseId) }, place,
+      headers: { location: responseLocation(response.id) }, place,
     });
     if (response.background) return;
     await settleResponseRequest(core, task, key, {
