@@ -1,0 +1,125 @@
+/**
+ * The edge of the HTTP server (LMSP sections 2 and 9): every refusal, even one given before the
+ * body was read or by the HTTP parser itself, reaches the client in the LMSP error shape; slow
+ * and idle connections are bounded on purpose. With fetch (undici, as the SDKs use it) and with
+ * raw sockets, 20 tries where a race is involved.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { api, withService } from '../helpers/service.js';
+import { exchange, openSocket, rawRequest } from '../helpers/raw-http.js';
+
+const TRIES = 20;
+const MIB = 1024 * 1024;
+
+function bigJson(bytes: number): string {
+  return JSON.stringify({ model: 'lmsp-tiny', input: 'x'.repeat(bytes) });
+}
+
+function errorCode(body: string): string {
+  const parsed = JSON.parse(body) as { error: { code: string; type: string; message: string; param: unknown } };
+  assert.equal(typeof parsed.error.type, 'string');
+  assert.equal(typeof parsed.error.message, 'string');
+  assert.ok('param' in parsed.error);
+  return parsed.error.code;
+}
+
+describe('refusals the client can read (LMSP 2, 9)', () => {
+  test(`a 2 MiB body gets 413 request_too_large, never a broken pipe (fetch, ${TRIES} tries)`, () => withService({}, async (service) => {
+    const body = bigJson(2 * MIB);
+    for (let i = 0; i < TRIES; i++) {
+      const response = await api(service, '/v1/responses', { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      assert.equal(response.status, 413, `try ${i}`);
+      assert.equal(errorCode(await response.text()), 'request_too_large');
+    }
+  }));
+
+  test(`415 and 401 answered before the body are readable too (fetch, ${TRIES} tries each)`, () => withService({}, async (service) => {
+    const body = bigJson(MIB - 4096);
+    for (let i = 0; i < TRIES; i++) {
+      const plain = await api(service, '/v1/responses', { method: 'POST', body, headers: { 'content-type': 'text/plain' } });
+      assert.equal(plain.status, 415, `try ${i}`);
+      assert.equal(errorCode(await plain.text()), 'unsupported_media_type');
+      const anonymous = await fetch(`${service.url}/v1/responses`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      assert.equal(anonymous.status, 401, `try ${i}`);
+      assert.equal(errorCode(await anonymous.text()), 'invalid_token');
+    }
+  }));
+
+  test(`the same over a raw socket (${TRIES} tries)`, () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const body = bigJson(2 * MIB);
+    for (let i = 0; i < TRIES; i++) {
+      const socket = await openSocket(service.url);
+      try {
+        const head = `POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${service.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+        const answer = await exchange(socket, Buffer.concat([Buffer.from(head), Buffer.from(body)]));
+        assert.equal(answer.status, 413, `try ${i}`);
+        assert.equal(errorCode(answer.body), 'request_too_large');
+      } finally {
+        socket.destroy();
+      }
+    }
+  }));
+
+  test('past 4x the limit the answer comes and the connection closes', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const answer = await rawRequest(service.url,
+      `POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${service.token}\r\nContent-Type: application/json\r\nContent-Length: ${5 * MIB}\r\n\r\n{"model":`);
+    assert.equal(answer.status, 413);
+    assert.equal(errorCode(answer.body), 'request_too_large');
+    assert.equal(answer.headers.connection, 'close');
+  }));
+});
+
+describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
+  test('a 20 KB header gets 431 request_header_too_large', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const answer = await rawRequest(service.url, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    assert.equal(answer.status, 431);
+    assert.equal(errorCode(answer.body), 'request_header_too_large');
+    assert.match(answer.headers['content-type'] ?? '', /application\/json/);
+  }));
+
+  test('a malformed Content-Length or request line gets 400 invalid_request', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const bad = await rawRequest(service.url, `POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nContent-Length: abc\r\n\r\n{}`);
+    assert.equal(bad.status, 400);
+    assert.equal(errorCode(bad.body), 'invalid_request');
+    const garbage = await rawRequest(service.url, 'NOT HTTP AT ALL\r\n\r\n');
+    assert.equal(garbage.status, 400);
+    assert.equal(errorCode(garbage.body), 'invalid_request');
+    assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
+  }));
+});
+
+describe('timeouts chosen on purpose', () => {
+  test('a client that never finishes its headers is answered 408 and cut off, within seconds', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const socket = await openSocket(service.url);
+    try {
+      const started = Date.now();
+      const answer = await exchange(socket, `GET /healthz HTTP/1.1\r\nHost: ${new URL(service.url).host}\r\nX-Slow: 1`, 30_000);
+      assert.equal(answer.status, 408);
+      assert.equal(errorCode(answer.body), 'request_timeout');
+      assert.ok(Date.now() - started < 25_000, 'bounded by the headers timeout, not left open');
+    } finally {
+      socket.destroy();
+    }
+  }));
+
+  test('an idle kept-alive connection outlives the client pools\' own keep-alive (undici 4 s, Node 5 s)', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const socket = await openSocket(service.url);
+    try {
+      const first = await exchange(socket, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      assert.equal(first.status, 200);
+      assert.match(first.headers['keep-alive'] ?? '', /timeout=75/);
+      await new Promise((resolve) => setTimeout(resolve, 6_000)); // idle on purpose: the thing under test
+      assert.ok(!socket.destroyed, 'still open after 6 s idle');
+      const second = await exchange(socket, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      assert.equal(second.status, 200);
+    } finally {
+      socket.destroy();
+    }
+  }));
+});

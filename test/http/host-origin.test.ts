@@ -1,0 +1,84 @@
+/**
+ * LMSP section 2, hostile pages: a Host that is not this service's is refused before anything
+ * else (DNS rebinding), and so is an Origin that is not its own or an allowed one (CSRF), before
+ * the pairing limiter or a token is looked at; CORS headers go to allowed origins only.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { withService } from '../helpers/service.js';
+import { rawGet, rawRequest } from '../helpers/raw-http.js';
+
+function hostOf(url: string): string {
+  return new URL(url).host;
+}
+
+describe('Host and Origin checks (LMSP section 2)', () => {
+  test('a Host that is not loopback, the listen address or allowed gets 421 misdirected_request, token or not', () =>
+    withService({}, async (service) => {
+      const { port } = new URL(service.url);
+      for (const path of ['/v1/service', '/healthz', '/v1/clients/me']) {
+        const answer = await rawGet(service.url, path, { Host: `evil.example:${port}`, Authorization: `Bearer ${service.token}` });
+        assert.equal(answer.status, 421, `${path} with a rebound name`);
+        const body = JSON.parse(answer.body) as { error: { code: string; type: string; param: unknown } };
+        assert.equal(body.error.code, 'misdirected_request');
+        assert.ok('param' in body.error);
+      }
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, 'localhost', `[::1]:${port}`]) {
+        const answer = await rawGet(service.url, '/v1/clients/me', { Host: host, Authorization: `Bearer ${service.token}` });
+        assert.equal(answer.status, 200, `Host ${host} is this service`);
+      }
+      const missing = await rawRequest(service.url, 'GET /v1/service HTTP/1.0\r\n\r\n');
+      assert.equal(missing.status, 421, 'a request without Host is not known to be for us');
+    }));
+
+  test('--allowed-hosts adds names', () => withService({ args: ['--allowed-hosts', 'lmsp.lan,box.local'] }, async (service) => {
+    const { port } = new URL(service.url);
+    assert.equal((await rawGet(service.url, '/v1/service', { Host: `lmsp.lan:${port}` })).status, 200);
+    assert.equal((await rawGet(service.url, '/v1/service', { Host: 'BOX.local' })).status, 200);
+    assert.equal((await rawGet(service.url, '/v1/service', { Host: `other.lan:${port}` })).status, 421);
+  }));
+
+  test('a foreign Origin gets 403 origin_not_allowed before the pairing limiter counts anything', () => withService({}, async (service) => {
+    const body = '{"code":"AAAA-AAAA","client_name":"web"}';
+    const pair = (origin: string | null) => rawRequest(service.url, [
+      'POST /v1/pair HTTP/1.1', `Host: ${hostOf(service.url)}`, 'Content-Type: application/json',
+      ...(origin ? [`Origin: ${origin}`] : []), `Content-Length: ${body.length}`, 'Connection: close', '', body,
+    ].join('\r\n'));
+    for (let i = 0; i < 10; i++) {
+      const answer = await pair('http://evil.example');
+      assert.equal(answer.status, 403);
+      assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, 'origin_not_allowed');
+      assert.equal(answer.headers['access-control-allow-origin'], undefined, 'no CORS header for a foreign origin');
+    }
+    // The page burned nothing: a real code still pairs.
+    const code = await service.client.createPairingCode({ name: 'after' });
+    const paired = await fetch(`${service.url}/v1/pair`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: code.code, client_name: 'after' }),
+    });
+    assert.equal(paired.status, 201);
+    // The service's own origin is allowed, without CORS headers (it is not cross-origin).
+    const own = await rawGet(service.url, '/v1/service', { Host: hostOf(service.url), Origin: `http://${hostOf(service.url)}` });
+    assert.equal(own.status, 200);
+    assert.equal(own.headers['access-control-allow-origin'], undefined);
+    const otherPort = await rawGet(service.url, '/v1/service', { Host: hostOf(service.url), Origin: 'http://127.0.0.1:1' });
+    assert.equal(otherPort.status, 403, 'another port is another origin');
+  }));
+
+  test('--allowed-origins get CORS headers and their preflights answered', () => withService({ args: ['--allowed-origins', 'http://app.example:3000'] }, async (service) => {
+    const host = hostOf(service.url);
+    const preflight = await rawRequest(service.url, [
+      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, 'Origin: http://app.example:3000', 'Access-Control-Request-Method: POST',
+      'Access-Control-Request-Headers: authorization, content-type, idempotency-key', 'Connection: close', '', '',
+    ].join('\r\n'));
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers['access-control-allow-origin'], 'http://app.example:3000');
+    assert.match(preflight.headers['access-control-allow-headers'] ?? '', /idempotency-key/);
+    assert.match(preflight.headers['access-control-allow-methods'] ?? '', /POST/);
+    const get = await rawGet(service.url, '/v1/clients/me', { Host: host, Origin: 'http://app.example:3000', Authorization: `Bearer ${service.token}` });
+    assert.equal(get.status, 200);
+    assert.equal(get.headers['access-control-allow-origin'], 'http://app.example:3000');
+    assert.match(get.headers['access-control-expose-headers'] ?? '', /location/);
+    const denied = await rawGet(service.url, '/v1/service', { Host: host, Origin: 'http://app.example:3001' });
+    assert.equal(denied.status, 403);
+  }));
+});
