@@ -30,6 +30,8 @@ export interface TortureOptions {
   log?: (line: string) => void;
   /** Keep the data directory even when every count is 0. */
   keepDataDir?: boolean;
+  /** Run a hostile neighbour beside the workers (neighbour.ts): floods and malformed requests. */
+  neighbour?: boolean;
 }
 
 /** The invariants; each count is the number of distinct tasks, keys or checks that broke one. */
@@ -63,7 +65,12 @@ export interface TortureReport {
   /** A few descriptions per broken invariant, to start an investigation from. */
   examples: Partial<Record<Invariant, string[]>>;
   dataDir: string;
+  /** With a neighbour: /healthz latency while it flooded the service (ms), and how many probes. */
+  health: { p50: number | null; p99: number | null; samples: number } | null;
 }
+
+/** LMSP 16: /healthz must keep answering quickly under a hostile neighbour's floods. */
+export const HEALTH_P99_TARGET_MS = 250;
 
 const MAX_EXAMPLES = 5;
 
@@ -117,6 +124,10 @@ export function formatReport(report: TortureReport): string {
   ];
   for (const [name, examples] of Object.entries(report.examples)) {
     lines.push('', `${name}: ${INVARIANTS[name as Invariant]}`, ...(examples ?? []).map((example) => `  ${example}`));
+  }
+  if (report.health) {
+    const { p50, p99, samples } = report.health;
+    lines.push('', `/healthz under the neighbour: p50 ${p50?.toFixed(1)} ms, p99 ${p99?.toFixed(1)} ms over ${samples} probes (target p99 < ${HEALTH_P99_TARGET_MS} ms: ${p99 !== null && p99 < HEALTH_P99_TARGET_MS ? 'met' : 'NOT met'})`);
   }
   lines.push('', 'info: ' + Object.entries(report.info).map(([name, value]) => `${name}=${value}`).join(' '));
   return lines.join('\n');

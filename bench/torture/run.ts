@@ -13,6 +13,7 @@ import {
   checkKeys, drain, finalApiCheck, offlineCheck, onlineCheckFresh, recoveryCoverage, unfinishedCount, type CheckInputs, type Sealed,
 } from './checks.js';
 import { Ledger } from './ledger.js';
+import { Neighbour } from './neighbour.js';
 import { killAndReap, killService, settledWithin, sleep, startWithRetry } from './processes.js';
 import { Random } from './random.js';
 import { Info, Violations, type TortureOptions, type TortureReport } from './report.js';
@@ -58,7 +59,8 @@ async function waitForRunning(service: TestService, timeoutMs: number, signal: A
 
 /** One round's client activity, ended by a SIGKILL at a random moment. */
 async function activityAndKill(context: Omit<RoundContext, 'signal' | 'createBudget'>,
-  options: Required<Pick<TortureOptions, 'workers' | 'minActivityMs' | 'maxActivityMs' | 'maxBacklog' | 'runningShare'>>): Promise<void> {
+  options: Required<Pick<TortureOptions, 'workers' | 'minActivityMs' | 'maxActivityMs' | 'maxBacklog' | 'runningShare'>>,
+  neighbour: Neighbour | null): Promise<void> {
   const { random, service, info } = context;
   const controller = new AbortController();
   // Every request of the round listens to this signal (through AbortSignal.any).
@@ -76,6 +78,7 @@ async function activityAndKill(context: Omit<RoundContext, 'signal' | 'createBud
   // Each worker has its own random stream, so its choices do not depend on the others' timing.
   const workers = Array.from({ length: options.workers }, (_, index) =>
     runWorker({ ...roundContext, random: new Random(random.int(0, 2 ** 31) + index) }, weights));
+  if (neighbour) workers.push(neighbour.round(service, new Random(random.int(0, 2 ** 31)), context.round, controller.signal));
   // Each restart loads the model again (more than a second): without this wait most kills would
   // find every task queued or loading, and few running, mid-output.
   const phase = phaseTimer(info);
@@ -113,6 +116,7 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
   const ledger = new Ledger();
   const violations = new Violations();
   const info = new Info();
+  const neighbour = options.neighbour ? new Neighbour(info, violations) : null;
   const sealed = new Map<string, Sealed>();
   log(`torture: ${settings.rounds} rounds, ${settings.workers} workers, seed ${seed}`);
   const references = await referenceTexts(log);
@@ -126,7 +130,7 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
   try {
     for (let round = 1; round <= settings.rounds; round++) {
       const phase = phaseTimer(info);
-      await activityAndKill({ round, service, random, ledger, violations, info }, settings);
+      await activityAndKill({ round, service, random, ledger, violations, info }, settings, neighbour);
       kills += 1;
       phase('round');
       const where = `round ${round}`;
@@ -176,5 +180,6 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
     info: info.toObject(),
     examples: violations.examples(),
     dataDir,
+    health: neighbour ? { p50: neighbour.percentile(50), p99: neighbour.percentile(99), samples: neighbour.healthMs.length } : null,
   };
 }

@@ -8,6 +8,8 @@ import uPlot from 'uplot';
 import type { Sample } from './metrics.js';
 
 const HEIGHT = 220;
+/** The time axis always spans the last five minutes, even with one sample (seconds, as `at`). */
+const WINDOW_SECONDS = 300;
 
 function dataOf(samples: Sample[]): uPlot.AlignedData {
   return [samples.map((sample) => sample.at), samples.map((sample) => sample.tokensPerSecond), samples.map((sample) => sample.queued)];
@@ -28,7 +30,7 @@ export function ThroughputChart({ samples }: { samples: Sample[] }) {
       height: HEIGHT,
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
+      scales: { x: { time: true, range: (_u, _min, max) => [max - WINDOW_SECONDS, max] }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
       axes: [
         { ...axis },
         { ...axis, scale: 'tokens', label: 'tokens/s', size: 60 },

@@ -30,9 +30,10 @@ function assertFaultClean(report: FaultReport): void {
 describe('crash torture, short run (bench/torture.ts)', () => {
   test(`${ROUNDS} SIGKILLs under random client activity: every invariant holds`, { timeout: 280_000 }, async () => {
     const seed = process.env.LMSP_TORTURE_SEED ? Number(process.env.LMSP_TORTURE_SEED) : Date.now() % 2 ** 31;
-    const report = await runTorture({ rounds: ROUNDS, workers: 3, seed, log });
+    const report = await runTorture({ rounds: ROUNDS, workers: 3, seed, log, neighbour: true });
     print(formatReport(report));
     assert.equal(report.kills, ROUNDS);
+    assert.ok(report.health && report.health.samples > 0, 'the neighbour ran and the prober saw /healthz answer');
     assert.ok(report.tasksCreated >= ROUNDS, `only ${report.tasksCreated} tasks were acknowledged: the activity did too little`);
     for (const [invariant, count] of Object.entries(report.counts)) {
       const examples = report.examples[invariant as keyof typeof report.examples] ?? [];
