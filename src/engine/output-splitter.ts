@@ -150,6 +150,14 @@ export class OutputSplitter {
       const at = region.indexOf(needle);
       if (at >= 0 && (best === null || at < best.at)) best = { at, needle };
     }
+    if (best && !final) {
+      // A longer needle that begins earlier may still complete with more text: it would win.
+      const open = earliestOpenMatch(region.slice(0, best.at), region, needles);
+      if (open >= 0) {
+        this.mark(this.settled + open, 'content');
+        return;
+      }
+    }
     if (best) {
       this.mark(this.settled + best.at, 'content');
       if (callsAllowed && best.needle === this.syntax!.prefix && !this.stops.includes(best.needle)) {
@@ -258,4 +266,16 @@ export function heldLength(region: string, needles: readonly string[]): number {
     }
   }
   return held;
+}
+
+/**
+ * The first position before `limit.length` where `region`'s remainder is a proper prefix of a
+ * needle (a match that more text could complete), or -1.
+ */
+function earliestOpenMatch(limit: string, region: string, needles: readonly string[]): number {
+  for (let at = 0; at < limit.length; at++) {
+    const rest = region.slice(at);
+    if (needles.some((needle) => needle.length > rest.length && needle.startsWith(rest))) return at;
+  }
+  return -1;
 }

@@ -21,7 +21,8 @@ function shape(groups: readonly string[], stops: readonly string[], replayed = 0
   }
   const last = shaper.finish();
   if (last) units.push(last);
-  return { units, stopped: false };
+  // A stop held back behind a longer one that might have begun earlier is found at the end.
+  return { units, stopped: shaper.stopped };
 }
 
 const textOf = (units: readonly OutputUnit[]) => units.map((unit) => unit.text).join('');
@@ -46,6 +47,9 @@ describe('stop sequences (LMSP 13 stop)', () => {
   test('of several stop strings, the earliest in the text wins', () => {
     const { units } = shape(['one ', 'two ', 'three'], ['three', 'two', 'e t']);
     assert.equal(textOf(units), 'on');
+    // "b" completes first, but "Xba" begins earlier: the output ends before "Xba", whatever the tokens.
+    assert.equal(textOf(shape(['Xb', 'a'], ['Xba', 'b']).units), '');
+    assert.equal(textOf(shape(['Xb', 'c'], ['Xba', 'b']).units), 'X');
   });
 
   test('property: the output is the text before the first stop, and a resume from any committed unit continues identically', () => {
