@@ -294,6 +294,43 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.deepEqual((await list('')).data.map((item) => item.id), [ids[0], ids[2]]);
   }));
 
+  test('response_format and tool_choice: json_object, a named function, parallel calls, none', { timeout: 90_000 }, () => withService({}, async (service) => {
+    const object = await json<ChatCompletionObject>(await chat(service, { response_format: { type: 'json_object' }, seed: 3, max_completion_tokens: 400 }));
+    assert.equal(object.choices[0]!.finish_reason, 'stop');
+    const parsed = JSON.parse(object.choices[0]!.message.content!) as unknown;
+    assert.ok(parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed));
+    const text = await json<ChatCompletionObject>(await chat(service, { response_format: { type: 'text' }, seed: 3, max_completion_tokens: 5 }));
+    assert.equal(text.choices[0]!.finish_reason, 'length');
+
+    const tools = [
+      { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['a'], additionalProperties: false } } },
+      { type: 'function', function: { name: 'ping', description: 'No arguments' } },
+    ];
+    const named = await json<ChatCompletionObject>(await chat(service, { tools, tool_choice: { type: 'function', function: { name: 'add' } }, parallel_tool_calls: false, seed: 1, max_completion_tokens: 200 }));
+    assert.equal(named.choices[0]!.finish_reason, 'tool_calls');
+    assert.equal(named.choices[0]!.message.content, null);
+    const calls = named.choices[0]!.message.tool_calls!;
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0]!.function.name, 'add');
+    assert.deepEqual(Object.keys(JSON.parse(calls[0]!.function.arguments) as object), ['a']);
+
+    let parallel = 0;
+    for (let seed = 1; seed <= 8 && parallel === 0; seed++) {
+      const required = await json<ChatCompletionObject>(await chat(service, { tools, tool_choice: 'required', seed, temperature: 2, max_completion_tokens: 300 }));
+      if (required.choices[0]!.finish_reason !== 'tool_calls') continue;
+      const made = required.choices[0]!.message.tool_calls!;
+      assert.deepEqual(new Set(made.map((call) => call.id)).size, made.length, 'each call its own id');
+      for (const call of made) assert.ok(['add', 'ping'].includes(call.function.name));
+      if (made.length > 1) parallel += 1;
+    }
+    assert.ok(parallel > 0, 'parallel_tool_calls (default true) lets one turn hold several calls');
+
+    const none = await json<ChatCompletionObject>(await chat(service, { tools, tool_choice: 'none', seed: 1, max_completion_tokens: 60 }));
+    assert.equal(none.choices[0]!.finish_reason, 'length');
+    assert.equal(none.choices[0]!.message.tool_calls, undefined);
+    assert.ok(!none.choices[0]!.message.content!.includes('<tool_call>'));
+  }));
+
   test("isolation: another client's stored completion looks like one that does not exist", { timeout: 60_000 }, () => withService({}, async (service) => {
     const alice = await pairClient(service, ['responses'], 'alice');
     const bob = await pairClient(service, ['responses'], 'bob');
