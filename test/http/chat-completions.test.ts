@@ -210,6 +210,18 @@ describe('Chat Completions (LMSP 13)', () => {
       assert.ok(stored.usage.completion_tokens < 2000);
     }));
 
+  test('a client that leaves a plain create cancels its task', { timeout: 60_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, async (service) => {
+      const controller = new AbortController();
+      const pending = chat(service, { max_completion_tokens: 2000, store: true }, {}, controller.signal).catch((error: Error) => error);
+      const task = await waitFor(async () => (await json<{ data: TaskObject[] }>(await api(service, '/v1/tasks?status=running'))).data[0]);
+      controller.abort();
+      assert.ok((await pending) instanceof Error);
+      await waitFor(async () => (await json<TaskObject>(await api(service, `/v1/tasks/${task.id}`))).status === 'cancelled', { what: 'the task to be cancelled' });
+      const types = (await allEvents(service, task.id)).map((event) => event.type);
+      assert.deepEqual(types.slice(-2), ['chat.completion.cancelling', 'chat.completion.cancelled']);
+    }));
+
   test('a client that leaves a stream cancels its task; a stream cancelled by the task API ends with an error frame', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, async (service) => {
       const controller = new AbortController();
