@@ -5,7 +5,8 @@
  * each returns the drafts the store appends in the transaction of the change they belong to.
  */
 import type { ChatCompletionHeader, ChatToolCall } from '../domain/chat-completions.js';
-import type { EventDraft, FinishReason } from '../domain/tasks.js';
+import type { ErrorBody } from '../domain/errors.js';
+import type { EventDraft, FinishReason, LoggedEvent } from '../domain/tasks.js';
 import {
   chatFinishReason, toChatCompletionObject, toChunk, toolCallId, toUsageChunk, type ChatCompletionChunk, type ChatToolCallDelta,
 } from './chat-completions.js';
@@ -105,3 +106,25 @@ export const chatCompletionEvents = {
     payload: (task) => ({ completion: toChatCompletionObject(header, task, text, []), completion_tokens: task.outputTokens }),
   }],
 };
+
+const CHUNK_PREFIX = '{"chunk":';
+
+/**
+ * The `data:` frame a logged event becomes in a chat completion's stream (LMSP 13), if any: a
+ * chunk as it was logged, `[DONE]` after the completed event, an error frame (`error()`) after a
+ * failed or cancelled one. The status events are the log's, not the stream's.
+ */
+export function chatStreamFrame(event: LoggedEvent, error: () => ErrorBody): string | null {
+  switch (event.type) {
+    case CHAT_CHUNK_EVENT:
+      // The payload is `{"chunk":<chunk>}`: the chunk's JSON as stored, without parsing it again.
+      return `data: ${event.data.startsWith(CHUNK_PREFIX) ? event.data.slice(CHUNK_PREFIX.length, -1) : event.data}\n\n`;
+    case 'chat.completion.completed':
+      return 'data: [DONE]\n\n';
+    case 'chat.completion.failed':
+    case 'chat.completion.cancelled':
+      return `data: ${JSON.stringify(error())}\n\n`;
+    default:
+      return null;
+  }
+}

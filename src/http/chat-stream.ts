@@ -5,30 +5,11 @@
  * fails or is cancelled ends the stream with an error frame, as OpenAI's stream reports errors.
  */
 import type { FastifyReply } from 'fastify';
-import { CHAT_CHUNK_EVENT } from '../api/chat-completion-events.js';
+import { chatStreamFrame } from '../api/chat-completion-events.js';
 import type { Client } from '../domain/clients.js';
-import { ServiceError } from '../domain/errors.js';
-import type { LoggedEvent } from '../domain/tasks.js';
+import { taskEndError } from '../tasks/chat-completions.js';
 import { followTask, type FollowEnd } from '../tasks/follow.js';
 import type { AppContext } from './context.js';
-
-const CHUNK_PREFIX = '{"chunk":';
-
-/** The frame an event becomes on the wire, if any (status events are the log's, not the stream's). */
-function frameOf(event: LoggedEvent, errorOf: () => ServiceError): string | null {
-  switch (event.type) {
-    case CHAT_CHUNK_EVENT:
-      // The payload is `{"chunk":<chunk>}`: the chunk's JSON as stored, without parsing it again.
-      return `data: ${event.data.startsWith(CHUNK_PREFIX) ? event.data.slice(CHUNK_PREFIX.length, -1) : event.data}\n\n`;
-    case 'chat.completion.completed':
-      return 'data: [DONE]\n\n';
-    case 'chat.completion.failed':
-    case 'chat.completion.cancelled':
-      return `data: ${JSON.stringify(errorOf().toBody())}\n\n`;
-    default:
-      return null;
-  }
-}
 
 /**
  * Streams the chunks of a chat completion's task from its first event until its terminal one,
@@ -36,7 +17,12 @@ function frameOf(event: LoggedEvent, errorOf: () => ServiceError): string | null
  * limits (LMSP 16); revoking the client ends it (LMSP 4).
  */
 export async function streamChatChunks(context: AppContext, reply: FastifyReply, client: Client, taskId: string,
-  options: { headers?: Record<string, string>; place?: () => void } = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
+  options: {
+    headers?: Record<string, string>;
+    place?: () => void;
+    /** Runs once the log is followed to its end, before the stream is closed. */
+    beforeClose?: (clientGone: boolean) => Promise<void>;
+  } = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
   const { store, bus } = context.core;
   const release = options.place ?? context.connections.openStream(client.id);
   const unbind = context.connections.bind(client.id, () => reply.raw.destroy());
@@ -57,14 +43,10 @@ export async function streamChatChunks(context: AppContext, reply: FastifyReply,
       if (!raw.writableEnded) raw.write(': keep-alive\n\n');
     }, context.heartbeatMs);
     raw.on('close', () => abort.abort());
-    const errorOf = (): ServiceError => {
-      const task = store.tasks.get(taskId);
-      if (task?.status === 'failed') return new ServiceError('task_failed', `${task.error?.code ?? 'engine_error'}: ${task.error?.message ?? 'the task failed'}`);
-      return new ServiceError('task_cancelled', `The task ${taskId} was cancelled before it finished.`);
-    };
+    const errorOf = () => taskEndError(store.tasks.get(taskId), taskId).toBody();
     const end = await followTask(store, bus, taskId, 0, abort.signal, async (events) => {
       if (raw.writableEnded || raw.destroyed) return;
-      const frames = events.map((event) => frameOf(event, errorOf)).filter((frame) => frame !== null).join('');
+      const frames = events.map((event) => chatStreamFrame(event, errorOf)).filter((frame) => frame !== null).join('');
       if (frames !== '' && !raw.write(frames)) {
         await new Promise<void>((resolve) => {
           const done = () => {
@@ -77,7 +59,9 @@ export async function streamChatChunks(context: AppContext, reply: FastifyReply,
         });
       }
     });
-    return { end, clientGone: abort.signal.aborted && !raw.writableFinished };
+    const clientGone = abort.signal.aborted && !raw.writableFinished;
+    await options.beforeClose?.(clientGone);
+    return { end, clientGone };
   } finally {
     if (heartbeat) clearInterval(heartbeat);
     if (!raw.writableEnded) raw.end();

@@ -3,6 +3,7 @@
  * now, settle a request that was tied to its connection, and the stored completions: list, get,
  * messages, update metadata, delete.
  */
+import { chatStreamFrame } from '../api/chat-completion-events.js';
 import {
   toChatCompletionObject, toChatMessageObjects, type ChatCompletionDeleted, type ChatCompletionObject, type ChatMessageObject,
   type CreateChatCompletionBody,
@@ -60,10 +61,30 @@ export function chatCompletionView(core: Pick<TaskCore, 'store' | 'machine'>, ta
 export function chatCompletionAnswer(core: Pick<TaskCore, 'store' | 'machine'>, task: Task): StoredAnswer {
   const headers = { [TASK_ID_HEADER]: task.id };
   if (task.status === 'completed') return { status: 200, headers, body: chatCompletionView(core, task) };
-  const error = task.status === 'failed'
-    ? new ServiceError('task_failed', `${task.error?.code ?? 'engine_error'}: ${task.error?.message ?? 'the task failed'}`)
-    : new ServiceError('task_cancelled', `The task ${task.id} was cancelled before it finished.`);
+  const error = taskEndError(task, task.id);
   return { status: error.status, headers: { ...headers, 'x-should-retry': 'false' }, body: error.toBody() };
+}
+
+/** The error a task that did not complete ends its request with: `task_failed` or `task_cancelled`. */
+export function taskEndError(task: Task | null, taskId: string): ServiceError {
+  if (task?.status === 'failed') return new ServiceError('task_failed', `${task.error?.code ?? 'engine_error'}: ${task.error?.message ?? 'the task failed'}`);
+  return new ServiceError('task_cancelled', `The task ${taskId} was cancelled before it finished.`);
+}
+
+/** Events read at a time when a whole stream is rebuilt from the log. */
+const PAGE = 500;
+
+/** The whole stream of a finished task, as its frames were sent (a `store: false` create's recorded answer). */
+function streamTextOf(core: Pick<TaskCore, 'store'>, task: Task): string {
+  let text = '';
+  let after = 0;
+  const error = () => taskEndError(task, task.id).toBody();
+  for (;;) {
+    const events = core.store.events.after(task.id, after, PAGE);
+    for (const event of events) text += chatStreamFrame(event, error) ?? '';
+    if (events.length < PAGE) return text;
+    after = events.at(-1)!.sequenceNumber;
+  }
 }
 
 /**
@@ -76,9 +97,14 @@ export function settleChatCompletionRequest(core: TaskCore, task: Task, completi
   return settleResponseRequest(core, task, key, {
     clientGone,
     storeResponse: completion.store,
-    answerOf: (finished) => (completion.stream
-      ? { status: 200, headers: { [TASK_ID_HEADER]: finished.id }, streamTaskId: finished.id }
-      : chatCompletionAnswer(core, finished)),
+    answerOf: (finished) => {
+      if (!completion.stream) return chatCompletionAnswer(core, finished);
+      const headers = { [TASK_ID_HEADER]: finished.id };
+      // LMSP 8: a replay sends the chunks again. A kept task replays them from its log; a
+      // `store: false` one is deleted now, so its key keeps the stream's text itself.
+      if (completion.store) return { status: 200, headers, streamTaskId: finished.id };
+      return { status: 200, headers: { ...headers, 'content-type': 'text/event-stream; charset=utf-8' }, body: streamTextOf(core, finished) };
+    },
   });
 }
 

@@ -50,6 +50,14 @@ async function expectError(response: Response, status: number, code: string, par
   assert.equal(body.error.param, param, body.error.message);
 }
 
+/** LMSP 7.4: `cancelling`, then only chunks the worker was finishing, then `cancelled`. */
+function assertEndsCancelled(types: string[]): void {
+  const cancelling = types.indexOf('chat.completion.cancelling');
+  assert.ok(cancelling > 0, types.join(', '));
+  assert.equal(types.at(-1), 'chat.completion.cancelled');
+  assert.ok(types.slice(cancelling + 1, -1).every((type) => type === 'chat.completion.chunk'), types.slice(cancelling).join(', '));
+}
+
 describe('Chat Completions (LMSP 13)', () => {
   test('a plain create answers 200 with the chat.completion and LMSP-Task-Id; store defaults to false', { timeout: 60_000 }, () => withService({}, async (service) => {
     const response = await chat(service, { max_completion_tokens: 12, seed: 1 });
@@ -203,8 +211,7 @@ describe('Chat Completions (LMSP 13)', () => {
       assert.equal(response.headers.get('lmsp-task-id'), task.id);
       assert.equal(response.headers.get('x-should-retry'), 'false');
       await expectError(response, 409, 'task_cancelled', null);
-      const types = (await allEvents(service, task.id)).map((event) => event.type);
-      assert.deepEqual(types.slice(-2), ['chat.completion.cancelling', 'chat.completion.cancelled']);
+      assertEndsCancelled((await allEvents(service, task.id)).map((event) => event.type));
       const stored = await json<ChatCompletionObject>(await api(service, `/v1/chat/completions/${task.completion_id}`));
       assert.equal(stored.choices[0]!.finish_reason, null, 'a cancelled completion has no finish reason');
       assert.ok(stored.usage.completion_tokens < 2000);
@@ -218,8 +225,7 @@ describe('Chat Completions (LMSP 13)', () => {
       controller.abort();
       assert.ok((await pending) instanceof Error);
       await waitFor(async () => (await json<TaskObject>(await api(service, `/v1/tasks/${task.id}`))).status === 'cancelled', { what: 'the task to be cancelled' });
-      const types = (await allEvents(service, task.id)).map((event) => event.type);
-      assert.deepEqual(types.slice(-2), ['chat.completion.cancelling', 'chat.completion.cancelled']);
+      assertEndsCancelled((await allEvents(service, task.id)).map((event) => event.type));
     }));
 
   test('a client that leaves a stream cancels its task; a stream cancelled by the task API ends with an error frame', { timeout: 60_000 }, () =>
@@ -263,6 +269,15 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.deepEqual((await chunksOf(replay)).raw, streamed.raw);
     const { data } = await json<{ data: TaskObject[] }>(await api(service, '/v1/tasks'));
     assert.equal(data.length, 2, 'no new task for a replay');
+
+    // store: false (the default): the task is gone once answered, yet the replay sends the same chunks.
+    const ephemeral = { max_completion_tokens: 10, seed: 4, stream: true };
+    const sent = await chunksOf(await chat(service, ephemeral, { 'idempotency-key': 'stream-2' }));
+    assert.ok(sent.done);
+    const replayed = await chat(service, ephemeral, { 'idempotency-key': 'stream-2' });
+    assert.equal(replayed.headers.get('idempotent-replayed'), 'true');
+    assert.match(replayed.headers.get('content-type') ?? '', /^text\/event-stream/);
+    assert.deepEqual((await chunksOf(replayed)).raw, sent.raw);
   }));
 
   test('stored completions: list with filters and cursors, get, messages, update, delete', { timeout: 60_000 }, () => withService({}, async (service) => {

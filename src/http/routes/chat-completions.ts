@@ -69,11 +69,20 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
     return waitAndAnswer(reply, client, task, completion, key);
   });
 
-  /** `stream: true`: the chunks from the first on; a client that leaves cancels the task. */
+  /**
+   * `stream: true`: the chunks from the first on; a client that leaves cancels the task. The
+   * request is settled (its key answered) before the stream closes, so a retry that follows the
+   * end of the stream is a replay, not 409 `idempotency_key_in_flight`.
+   */
   async function streamCreated(reply: FastifyReply, client: Client, task: Task, completion: StoredChatCompletion,
     key: IdempotencyKey | null, place: () => void): Promise<void> {
-    const { clientGone } = await streamChatChunks(context, reply, client, task.id, { headers: { [TASK_ID_HEADER]: task.id }, place });
-    await settleChatCompletionRequest(core, task, completion, key, () => clientGone).catch(() => undefined);
+    await streamChatChunks(context, reply, client, task.id, {
+      headers: { [TASK_ID_HEADER]: task.id },
+      place,
+      beforeClose: async (clientGone) => {
+        await settleChatCompletionRequest(core, task, completion, key, () => clientGone).catch(() => undefined);
+      },
+    });
   }
 
   /** Not streamed: wait, then the completion (or the error its task ended with). */
