@@ -1,8 +1,8 @@
 /**
  * A chat completion is a durable task (LMSP 13, 7.5): the service is killed with SIGKILL in the
  * middle of a streamed chat completion; under `on_restart: resume` the task resumes after the
- * restart and its stored completion equals an uninterrupted run's; under the default (`fail`) it
- * fails with `server_restarted`.
+ * restart and its stored completion equals an uninterrupted run's; under `retry` it starts again
+ * and ends the same; under the default (`fail`) it fails with `server_restarted`.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -90,6 +90,28 @@ describe('chat completions survive SIGKILL (LMSP 13, 7.5)', () => {
       const chunks = events.filter((event) => event.type === 'chat.completion.chunk').map((event) => event.chunk as ChatCompletionChunk);
       assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), expected, 'the chunks add up to the text: nothing lost or repeated');
       assert.equal((events.at(-1)!.completion as ChatCompletionObject).choices[0]!.message.content, expected);
+    }));
+
+  test('on_restart retry: the task starts again as attempt 2 and ends with the same text', { timeout: 180_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (first) => {
+      const body = { ...BODY, max_completion_tokens: 120 };
+      const expected = (await json<ChatCompletionObject>(await api(first, '/v1/chat/completions', { method: 'POST', json: body }))).choices[0]!.message.content!;
+      const { taskId, completionId } = await streamAndKill(first, { ...body, on_restart: 'retry' }, 40);
+      const service = await first.restart();
+      const task = await waitFor(async () => {
+        const current = await json<TaskObject>(await api(service, `/v1/tasks/${taskId}`));
+        return current.status === 'completed' ? current : null;
+      }, { what: 'the retried task to complete' });
+      assert.equal(task.attempt, 2);
+      const stored = await json<ChatCompletionObject>(await api(service, `/v1/chat/completions/${completionId}`));
+      assert.equal(stored.choices[0]!.message.content, expected);
+      const events = await eventsOf(service, taskId);
+      events.forEach((event, index) => assert.equal(event.sequence_number, index + 1));
+      const requeued = events.findIndex((event) => event.type === 'chat.completion.queued');
+      assert.ok(requeued > 0, 'queued again at startup');
+      const attempt2 = events.slice(requeued).filter((event) => event.type === 'chat.completion.chunk').map((event) => event.chunk as ChatCompletionChunk);
+      assert.deepEqual(attempt2[0]!.choices[0]!.delta, { role: 'assistant', content: '', refusal: null }, 'the new attempt starts its message again');
+      assert.equal(attempt2.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), expected);
     }));
 
   test('the default on_restart (fail): a killed chat completion fails with server_restarted', { timeout: 120_000 }, () =>
