@@ -29,19 +29,25 @@ function forEachChunk(store: Store, task: Task, visit: (chunk: ChatCompletionChu
   }
 }
 
-/** The tool calls of the task's current attempt so far, from its chunks (their deltas add up to them). */
-export function toolCallsSoFar(store: Store, task: Task): ChatToolCall[] {
-  if (task.outputTokens === 0) return [];
-  const calls: ChatToolCall[] = [];
+/** The tool calls of the task's current attempt so far by index, from its chunks (their deltas add up to them). */
+function toolCallsByIndex(store: Store, task: Task): Map<number, ChatToolCall> {
+  const calls = new Map<number, ChatToolCall>();
+  if (task.outputTokens === 0) return calls;
   forEachChunk(store, task, (chunk) => {
     for (const delta of chunk.choices[0]?.delta.tool_calls ?? []) {
-      const call = (calls[delta.index] ??= { id: '', name: '', arguments: '' });
+      let call = calls.get(delta.index);
+      if (!call) calls.set(delta.index, call = { id: '', name: '', arguments: '' });
       if (delta.id) call.id = delta.id;
       if (delta.function.name) call.name = delta.function.name;
       call.arguments += delta.function.arguments;
     }
   });
-  return calls.filter((call) => call !== undefined);
+  return calls;
+}
+
+/** The tool calls of the task's current attempt so far, in order. */
+export function toolCallsSoFar(store: Store, task: Task): ChatToolCall[] {
+  return [...toolCallsByIndex(store, task).entries()].sort(([a], [b]) => a - b).map(([, call]) => call);
 }
 
 function toEngineMessage(message: ChatCompletionMessage): EngineMessage {
@@ -82,8 +88,7 @@ export function chatCompletionKind(store: Store): TaskKindHandler<ChatCompletion
   const announcedFor = (task: Task): { lastSeq: number; indexes: Set<number> } => {
     const known = announced.get(task.id);
     if (known && known.start === task.outputStartSeq && known.lastSeq === task.lastSequenceNumber) return known;
-    const indexes = new Set<number>();
-    toolCallsSoFar(store, task).forEach((_, index) => indexes.add(index));
+    const indexes = new Set(toolCallsByIndex(store, task).keys());
     const fresh = { start: task.outputStartSeq, lastSeq: task.lastSequenceNumber, indexes };
     announced.set(task.id, fresh);
     return fresh;
