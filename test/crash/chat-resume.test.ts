@@ -114,6 +114,36 @@ describe('chat completions survive SIGKILL (LMSP 13, 7.5)', () => {
       assert.equal(attempt2.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), expected);
     }));
 
+  test('a forced tool call resumed in the middle of its arguments: named once, its deltas add up to valid arguments', { timeout: 180_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (first) => {
+      const body = {
+        ...BODY, max_completion_tokens: 400, parallel_tool_calls: false,
+        tools: [{ type: 'function', function: { name: 'note', parameters: { type: 'object', properties: { text: { type: 'string', minLength: 120, maxLength: 140 } }, required: ['text'], additionalProperties: false } } }],
+        tool_choice: { type: 'function', function: { name: 'note' } },
+      };
+      const reference = await json<ChatCompletionObject>(await api(first, '/v1/chat/completions', { method: 'POST', json: body }));
+      const expected = reference.choices[0]!.message.tool_calls![0]!.function.arguments;
+      const { taskId, completionId } = await streamAndKill(first, { ...body, on_restart: 'resume' }, 60);
+      const service = await first.restart();
+      await waitFor(async () => (await json<TaskObject>(await api(service, `/v1/tasks/${taskId}`))).status === 'completed', { what: 'the resumed call to complete' });
+      const events = await eventsOf(service, taskId);
+      const resumedAt = events.findIndex((event) => event.type === 'chat.completion.resumed');
+      assert.ok(resumedAt > 0, 'resumed');
+      const hasToolDelta = (event: TaskEvent) => event.type === 'chat.completion.chunk' && ((event.chunk as ChatCompletionChunk).choices[0]?.delta.tool_calls ?? []).length > 0;
+      assert.ok(events.slice(0, resumedAt).some(hasToolDelta) && events.slice(resumedAt).some(hasToolDelta), 'killed in the middle of the call');
+      const deltas = events.filter((event) => event.type === 'chat.completion.chunk')
+        .flatMap((event) => (event.chunk as ChatCompletionChunk).choices[0]?.delta.tool_calls ?? []);
+      assert.equal(deltas.filter((delta) => delta.id !== undefined).length, 1, 'the call is named once, before and after the restart');
+      assert.equal(deltas.filter((delta) => delta.function?.name !== undefined).length, 1);
+      const args = deltas.map((delta) => delta.function?.arguments ?? '').join('');
+      assert.equal(args, expected, 'the same arguments as an uninterrupted run');
+      assert.ok((JSON.parse(args) as { text: string }).text.length >= 120);
+      const stored = await json<ChatCompletionObject>(await api(service, `/v1/chat/completions/${completionId}`));
+      assert.equal(stored.choices[0]!.finish_reason, 'tool_calls');
+      assert.equal(stored.choices[0]!.message.tool_calls![0]!.id, deltas[0]!.id);
+      assert.equal(stored.choices[0]!.message.tool_calls![0]!.function.arguments, expected);
+    }));
+
   test('the default on_restart (fail): a killed chat completion fails with server_restarted', { timeout: 120_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (first) => {
       const { taskId } = await streamAndKill(first, BODY, 20);
