@@ -133,9 +133,10 @@ export class TaskTable {
       SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)}
         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     // The tasks recovery changes (the rule is the domain's RECOVERY table), each with its
-    // response's header, which its events carry (null for tasks of other kinds). A window of positions at a time, in creation
-    // order whatever the status: one transaction then writes the events of neighbouring tasks
-    // (neighbouring pages), and the merge of the ranges of tasks_unfinished stays small.
+    // response's header, which its events carry (null for tasks of other kinds). A window of
+    // positions at a time, in creation order whatever the status: one transaction then writes the
+    // events of neighbouring tasks (neighbouring pages), and the merge of the ranges of
+    // tasks_unfinished stays small.
     this.toRecoverStatement = db.prepare<[number, number], { tasks: DbTask; responses: DbResponseHeader }>(`
       SELECT t.*, ${RESPONSE_HEADER_COLUMNS.map((column) => `r.${column}`).join(', ')}
       FROM tasks t LEFT JOIN responses r ON r.id = t.response_id
