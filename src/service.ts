@@ -22,7 +22,9 @@ import { Store } from './store/index.js';
 import { newTaskMachine, type TaskCore } from './tasks/core.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
-import { Scheduler } from './tasks/scheduler.js';
+import { Scheduler, type SchedulerLog } from './tasks/scheduler.js';
+import { PullWorkers } from './tasks/pull-worker.js';
+import { pullSettingsFromEnvironment } from './models/pull-source.js';
 import { Maintenance } from './tasks/maintenance.js';
 import { retentionCutoff } from './tasks/sweeper.js';
 import { logTaskChanges } from './tasks/task-log.js';
@@ -118,11 +120,14 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     onModelLoad: (model, result) => metrics.observeModelLoad(model, result),
   });
   const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir) };
-  const scheduler = new Scheduler(core, { parallel: config.parallel, log: {
+  const workerLog: SchedulerLog = {
     info: (message, fields) => log.info(fields ?? {}, message),
     warn: (message, fields) => log.warn(fields ?? {}, message),
     error: (message, fields) => log.error(fields ?? {}, message),
-  } });
+  };
+  const scheduler = new Scheduler(core, { parallel: config.parallel, log: workerLog });
+  // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
+  const pulls = new PullWorkers(core, pullSettingsFromEnvironment(), { log: workerLog });
   const maintenance = new Maintenance(
     { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
     config.sweepIntervalMs,
@@ -143,8 +148,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,
     metrics,
+    pulls,
   });
   scheduler.start();
+  pulls.start();
   if (!isLoopback(config.host)) {
     log.warn({ host: config.host }, 'listening beyond loopback: anyone who can reach this port can try pairing codes and use paired tokens');
   }
@@ -168,6 +175,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
       closing ??= (async () => {
         await app.close();
         await scheduler.stop();
+        await pulls.stop();
         await maintenance.stop();
         await engine.close();
         timeline.close();

@@ -34,5 +34,9 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
       }
     });
   }
+  // Model pulls (LMSP 5.1) have no response: their own query, one transaction (they are few).
+  store.db.transaction((context) => {
+    for (const task of store.pulls.toRecover()) report[machine.recover(context, task, maxRestarts)] += 1;
+  });
   return report;
 }
