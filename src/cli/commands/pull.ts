@@ -36,6 +36,13 @@ function formatBytes(bytes: number): string {
   return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
 
+function formatDuration(seconds: number): string {
+  const whole = Math.max(0, Math.ceil(seconds));
+  if (whole < 60) return `${whole}s`;
+  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`;
+  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`;
+}
+
 /** The progress bar on stderr: bytes, rate and time left (none when not a terminal, or with --json). */
 class PullBar {
   private bar: cliProgress.SingleBar | null = null;
@@ -52,10 +59,11 @@ class PullBar {
       this.rate = this.rate === 0 ? current : 0.7 * this.rate + 0.3 * current;
     }
     this.last = { bytes: downloaded, at: now };
-    const payload = { done: formatBytes(downloaded), size: total === null ? '?' : formatBytes(total), rate: `${formatBytes(Math.round(this.rate))}/s` };
+    const left = total !== null && this.rate > 0 ? formatDuration((total - downloaded) / this.rate) : '-';
+    const payload = { done: formatBytes(downloaded), size: total === null ? '?' : formatBytes(total), rate: `${formatBytes(Math.round(this.rate))}/s`, left };
     if (!this.bar) {
       this.bar = new cliProgress.SingleBar({
-        format: `${this.label} {bar} {percentage}% | {done}/{size} | {rate} | {eta_formatted} left`,
+        format: `${this.label} {bar} {percentage}% | {done}/{size} | {rate} | {left} left`,
         stream: process.stderr,
         hideCursor: true,
       }, cliProgress.Presets.shades_classic);
