@@ -5,12 +5,14 @@
  * server (test/helpers/model-server.ts) behind LMSP_HF_ENDPOINT; nothing touches the network.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
 import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
-import { api, pairClient, startService, waitFor, type TestService } from '../helpers/service.js';
+import { makeDataDir } from '../helpers/data-dir.js';
+import { api, pairClient, startService, waitFor, withService, type TestService } from '../helpers/service.js';
 
 const MODEL = tinyModelBytes();
 const DIGEST = sha256Digest(MODEL);
@@ -235,5 +237,35 @@ describe('model pulls (LMSP 5.1)', () => {
     const reader = await pairClient(service, ['responses', 'models:read'], 'reader');
     const answer = await api({ url: service.url, token: reader.token }, '/v1/models/pull', { method: 'POST', json: { source: `${server.url}/files/x.gguf` } });
     assert.equal(answer.status, 403);
+  });
+});
+
+describe('a pull onto a full disk (LMSP 5.1)', () => {
+  test('fails with download_failed saying the disk is full, and leaves no partial file', (t) => {
+    // The models directory is a tmpfs with room for the built-in model and not much more.
+    const modelsDir = makeDataDir('pull-full-disk-models');
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=600k', 'tmpfs', modelsDir], { encoding: 'utf8' });
+    if (mounted.status !== 0) {
+      t.skip(`mounting a tmpfs is not permitted here (${(mounted.stderr || mounted.error?.message || '').trim()})`);
+      return;
+    }
+    return withService({ args: ['--models-dir', modelsDir], env: { LMSP_HF_ENDPOINT: server.url } }, async (full) => {
+      const url = server.serve('/files/too-big.gguf', MODEL);
+      const answer = await api(full, '/v1/models/pull', { method: 'POST', json: { source: url, id: 'too-big' } });
+      assert.equal(answer.status, 202);
+      const task = (await answer.json()) as TaskObject;
+      const done = await waitFor(async () => {
+        const current = (await (await api(full, `/v1/tasks/${task.id}`)).json()) as TaskObject;
+        return current.finished_at !== null ? current : null;
+      }, { timeoutMs: 30_000, what: 'the pull to end' });
+      assert.equal(done.status, 'failed');
+      assert.equal(done.error?.code, 'download_failed');
+      assert.match(done.error!.message, /disk is full/);
+      assert.deepEqual(readdirSync(modelsDir).sort(), ['lmsp-tiny.gguf'], 'no partial file is left');
+      assert.equal((await api(full, '/v1/models/too-big')).status, 404);
+    }).finally(() => {
+      spawnSync('umount', [modelsDir]);
+      rmSync(modelsDir, { recursive: true, force: true });
+    });
   });
 });
