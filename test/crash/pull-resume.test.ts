@@ -6,12 +6,14 @@
  * and leaves no partial file.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
 import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
-import { api, waitFor, withService, type TestService } from '../helpers/service.js';
+import { makeDataDir } from '../helpers/data-dir.js';
+import { api, LMSP_BIN, waitFor, withService, type TestService } from '../helpers/service.js';
 
 const MODEL = tinyModelBytes();
 const DIGEST = sha256Digest(MODEL);
@@ -74,6 +76,31 @@ describe('a pull killed with SIGKILL (LMSP 5.1, 7.5)', () => {
     assert.equal(model.digest, DIGEST);
     assert.ok(!existsSync(partial));
   }));
+
+  test('a pull of the CLI without a service, killed, is continued by the service\'s next start with a Range request', async () => {
+    const dataDir = makeDataDir('pull-cli-killed');
+    const path = '/crash/cli-killed.gguf';
+    const url = server.serve(path, MODEL);
+    server.behave(path, { bytesPerSecond: 80_000 });
+    const cli = spawn(process.execPath, [LMSP_BIN, 'models', 'pull', url, '--id', 'cli-killed', '--data-dir', dataDir],
+      { env: { ...process.env, LMSP_HF_ENDPOINT: server.url }, stdio: 'ignore' });
+    const exited = new Promise((resolve) => cli.once('exit', resolve));
+    const partial = join(dataDir, 'models', 'cli-killed.gguf.partial');
+    await waitFor(() => existsSync(partial) && statSync(partial).size >= MODEL.length * 0.4, { timeoutMs: 30_000, what: '40% of the file on disk' });
+    cli.kill('SIGKILL');
+    await exited;
+    const onDisk = statSync(partial).size;
+    server.behave(path, {});
+    await withService({ dataDir, env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
+      const tasks = (await (await api(service, '/v1/tasks?limit=5')).json()) as { data: TaskObject[] };
+      const task = tasks.data.find((entry) => entry.model === 'cli-killed')!;
+      assert.equal((await finished(service, task.id)).status, 'completed');
+      const requests = server.requestsTo(path);
+      assert.equal(requests.length, 2);
+      assert.equal(requests[1]!.range, `bytes=${onDisk}-`);
+      assert.equal(((await (await api(service, '/v1/models/cli-killed')).json()) as ModelObject).digest, DIGEST);
+    });
+  });
 
   test('retry: starts over from byte 0 as attempt 2', () => withService({ env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
     const { task, path } = await killDuringPull(service, 'crash-retry', 'retry');
