@@ -76,6 +76,8 @@ export function openServiceStore(dataDir: string, bus: TaskEventBus): Store {
 }
 
 export async function startService(config: ServiceConfig, store: Store, bus: TaskEventBus, log: Logger): Promise<RunningService> {
+  // LMSP 5.1: LMSP_HF_ENDPOINT and HF_TOKEN; a malformed endpoint stops the start before anything is done.
+  const pullSettings = pullSettingsFromEnvironment();
   // LMSP_DEBUG_DB_MAX_PAGES: a database that cannot grow past this size behaves as on a full disk.
   if (config.debug.dbMaxPages > 0) store.db.sqlite.pragma(`max_page_count = ${config.debug.dbMaxPages}`);
   // WAL checkpoints belong to the maintenance worker (started below): on this connection a commit
@@ -127,7 +129,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   };
   const scheduler = new Scheduler(core, { parallel: config.parallel, log: workerLog });
   // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
-  const pulls = new PullWorkers(core, pullSettingsFromEnvironment(), { log: workerLog });
+  const pulls = new PullWorkers(core, pullSettings, { log: workerLog });
   const maintenance = new Maintenance(
     { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
     config.sweepIntervalMs,
