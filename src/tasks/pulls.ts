@@ -169,7 +169,8 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
     log('info', 'resuming pull', { task: taskId, bytes_on_disk: (await stat(partial).catch(() => null))?.size ?? 0 });
   }
 
-  let facts: GgufFacts | null = null;
+  // What the validator learned about the whole file, before it was moved into place.
+  const validated: { facts: GgufFacts | null } = { facts: null };
   let progressWrite: Promise<unknown> | null = null;
   const report = (progress: PullProgressReport & { bytesPerSecond: number }) => {
     options.onProgress?.(progress);
@@ -188,7 +189,7 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
         onResumeState: (state) => store.db.write(() => store.pulls.setResumeState(taskId, state)),
         onProgress: ({ downloadedBytes, totalBytes, bytesPerSecond }) => report({ downloadedBytes, totalBytes, bytesPerSecond }),
         validate: async (path) => {
-          facts = await readGgufFacts(path);
+          validated.facts = await readGgufFacts(path);
         },
       });
       break;
@@ -205,7 +206,7 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
     }
   }
   await progressWrite;
-  if (result && facts) return finishPull(deps, task, pull, result, facts);
+  if (result && validated.facts) return finishPull(deps, task, pull, result, validated.facts);
   return settlePullFailure(deps, taskId, partial, failure, options.signal, log);
 }
 
