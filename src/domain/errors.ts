@@ -124,6 +124,7 @@ export const TASK_ERROR_CODES = [
   // LMSP 5.1: a model pull fails with these as well.
   'download_failed',
   'invalid_model_file',
+  'model_exists',
 ] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 

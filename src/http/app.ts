@@ -19,6 +19,7 @@ import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
+import { registerPullRoutes } from './routes/pulls.js';
 import { registerClientRoutes } from './routes/clients.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { metricsOf, registerMetrics } from './metrics.js';
@@ -184,6 +185,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   registerResponseRoutes(app, context);
   registerTaskRoutes(app, context);
   registerModelRoutes(app, context);
+  registerPullRoutes(app, context);
   registerClientRoutes(app, context);
   registerChatCompletionRoutes(app, context);
   return app;

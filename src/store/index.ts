@@ -5,6 +5,7 @@ import { ClientTable } from './clients.js';
 import { EventTable } from './events.js';
 import { IdempotencyTable, runIdempotent, type IdempotencyKey, type IdempotentOutcome, type Recording } from './idempotency.js';
 import { ModelTable } from './models.js';
+import { ModelPullTable } from './model-pulls.js';
 import { PairingCodeTable } from './pairing-codes.js';
 import { ResponseTable } from './responses.js';
 import { RetentionTable } from './retention.js';
@@ -26,6 +27,7 @@ export class Store {
   readonly lifecycle: TaskLifecycle;
   readonly taskCounts: TaskCountTable;
   readonly chatCompletions: ChatCompletionTable;
+  readonly pulls: ModelPullTable;
 
   constructor(readonly db: Database, notifier: TaskNotifier = { taskChanged: () => {} }) {
     const sqlite = db.sqlite;
@@ -41,6 +43,7 @@ export class Store {
     this.retention = new RetentionTable(sqlite, this.events);
     this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier, this.chatCompletions);
     this.taskCounts = new TaskCountTable(sqlite);
+    this.pulls = new ModelPullTable(sqlite);
   }
 
   static open(dataDir: string, options: OpenOptions & { notifier?: TaskNotifier } = {}): Store {

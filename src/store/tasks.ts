@@ -1,7 +1,7 @@
 /** The `tasks` table. Status changes are made only through the lifecycle (task-lifecycle.ts). */
 import type { TaskErrorCode } from '../domain/errors.js';
 import type { ResponseHeader } from '../domain/responses.js';
-import { UNFINISHED_STATUSES, type FinishReason, type RestartPolicy, type Task, type TaskKind, type TaskStatus } from '../domain/tasks.js';
+import { PULL_KINDS, UNFINISHED_STATUSES, type FinishReason, type RestartPolicy, type Task, type TaskKind, type TaskStatus } from '../domain/tasks.js';
 import type { Sqlite } from './db.js';
 import { changedAtRecoverySql, oneOf, unchangedAtRecoverySql } from './sql.js';
 import { RESPONSE_HEADER_COLUMNS, toResponseHeader, type DbResponseHeader } from './responses.js';
@@ -113,6 +113,8 @@ export class TaskTable {
   private readonly clientsWithQueuedStatement;
 
   constructor(db: Sqlite) {
+    // The generation slots never take a pull: pulls have workers of their own (LMSP 5.1).
+    const pullTask = oneOf('kind', PULL_KINDS);
     this.insertStatement = db.prepare(`INSERT INTO tasks (${COLUMNS}) VALUES (${COLUMNS.split(',').map((c) => `@${c.trim()}`).join(', ')})`);
     this.getStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE id = ?');
     this.getByResponseStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE response_id = ?');
@@ -130,7 +132,7 @@ export class TaskTable {
     this.listDescStatement = db.prepare<object, DbTask>(
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
-      SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)}
+      SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)} AND NOT ${pullTask}
         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     // The tasks recovery changes (the rule is the domain's RECOVERY table), each with its
     // response's header, which its events carry (null for tasks of other kinds). A window of
@@ -153,10 +155,10 @@ export class TaskTable {
     this.unfinishedForClientStatement = db.prepare<[string], number>(
       `SELECT count(*) FROM tasks WHERE client_id = ? AND ${unfinished}`).pluck();
     this.oldestQueuedOfClientStatement = db.prepare<[string, string], DbTask>(`
-      SELECT * FROM tasks WHERE client_id = ? AND status = 'queued' AND ${unfinished}
+      SELECT * FROM tasks WHERE client_id = ? AND status = 'queued' AND ${unfinished} AND NOT ${pullTask}
         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     this.clientsWithQueuedStatement = db.prepare<[], { client_id: string; first: number }>(`
-      SELECT client_id, min(seq) AS first FROM tasks WHERE status = 'queued' AND ${unfinished} GROUP BY client_id ORDER BY first`);
+      SELECT client_id, min(seq) AS first FROM tasks WHERE status = 'queued' AND ${unfinished} AND NOT ${pullTask} GROUP BY client_id ORDER BY first`);
   }
 
   insert(task: Task): number {
