@@ -20,6 +20,7 @@ import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerClientRoutes } from './routes/clients.js';
+import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
 
@@ -184,6 +185,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   registerTaskRoutes(app, context);
   registerModelRoutes(app, context);
   registerClientRoutes(app, context);
+  registerEmbeddingRoutes(app, context);
   return app;
 }
 
