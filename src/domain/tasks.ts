@@ -17,7 +17,7 @@
  */
 import type { TaskErrorCode } from './errors.js';
 
-export const TASK_KINDS = ['response'] as const;
+export const TASK_KINDS = ['response', 'chat_completion'] as const;
 export type TaskKind = (typeof TASK_KINDS)[number];
 
 export const TASK_STATUSES = ['queued', 'loading', 'running', 'cancelling', 'completed', 'failed', 'cancelled'] as const;

@@ -1,5 +1,6 @@
 /** The store: the only code that touches SQLite. One instance per open database. */
 import { Database, type OpenOptions, type WriteContext } from './db.js';
+import { ChatCompletionTable } from './chat-completions.js';
 import { ClientTable } from './clients.js';
 import { EventTable } from './events.js';
 import { IdempotencyTable, runIdempotent, type IdempotencyKey, type IdempotentOutcome, type Recording } from './idempotency.js';
@@ -24,6 +25,7 @@ export class Store {
   readonly retention: RetentionTable;
   readonly lifecycle: TaskLifecycle;
   readonly taskCounts: TaskCountTable;
+  readonly chatCompletions: ChatCompletionTable;
 
   constructor(readonly db: Database, notifier: TaskNotifier = { taskChanged: () => {} }) {
     const sqlite = db.sqlite;
@@ -35,8 +37,9 @@ export class Store {
     this.tasks = new TaskTable(sqlite);
     this.events = new EventTable(sqlite);
     this.idempotency = new IdempotencyTable(sqlite);
+    this.chatCompletions = new ChatCompletionTable(sqlite);
     this.retention = new RetentionTable(sqlite, this.events);
-    this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier);
+    this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier, this.chatCompletions);
     this.taskCounts = new TaskCountTable(sqlite);
   }
 
