@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { packagePath } from '../../src/paths.js';
+import { schemaViolation } from '../helpers/schema-validator.js';
 import { pairClient, withService } from '../helpers/service.js';
 
 function runExample(name: string, url: string, token: string): string {
@@ -13,6 +14,32 @@ function runExample(name: string, url: string, token: string): string {
   });
   assert.equal(result.status, 0, `${name}: ${result.stderr}`);
   return result.stdout;
+}
+
+const PERSON = {
+  type: 'object',
+  properties: { name: { type: 'string', maxLength: 20 }, age: { type: 'integer', minimum: 0, maximum: 120 } },
+  required: ['name', 'age'],
+  additionalProperties: false,
+};
+const ADD = {
+  type: 'object',
+  properties: { a: { type: 'integer', minimum: 0, maximum: 9 }, b: { type: 'integer', minimum: 0, maximum: 9 } },
+  required: ['a', 'b'],
+  additionalProperties: false,
+};
+
+/** The line `label: {json}` holds an object valid against the example's schema. */
+function assertObjectLine(output: string, label: string): void {
+  const line = new RegExp(`^${label}: (.+)$`, 'm').exec(output);
+  assert.ok(line, `${label} line in:\n${output}`);
+  assert.equal(schemaViolation(PERSON, line[1]!), null, line[1]);
+}
+
+function assertToolCallLine(output: string): void {
+  const line = /^tool call: add\((.+)\)$/m.exec(output);
+  assert.ok(line, `tool call line in:\n${output}`);
+  assert.equal(schemaViolation(ADD, line[1]!), null, line[1]);
 }
 
 const SCORE = '-?\\d\\.\\d{3}';
@@ -33,6 +60,12 @@ describe('client examples', () => {
     assert.match(output, /^embed: 64 dimensions$/m);
     assert.match(output, /^embedMany: 2 vectors, \d+ tokens$/m);
     assert.match(output, new RegExp(`^similarity to "Stocks fell sharply today.": ${SCORE}$`, 'm'));
+    assert.match(output, /^generateText \(length\): .+$/m);
+    const generated = /^generateText \(length\): (.+)$/m.exec(output)![1];
+    assert.equal(/^streamText: (.+)$/m.exec(output)![1], generated, 'the same seed, the same text');
+    assert.match(output, /^streamText usage: 30 tokens$/m);
+    assertObjectLine(output, 'generateObject');
+    assertToolCallLine(output);
   }));
 
   test('examples/langchain.mjs', { timeout: 120_000 }, () => withService({}, async (service) => {
@@ -40,5 +73,9 @@ describe('client examples', () => {
     const output = runExample('langchain.mjs', service.url, token);
     assert.match(output, /^embedQuery: 64 dimensions$/m);
     assert.match(output, new RegExp(`^embedDocuments: "The cat sat on the mat." scores ${SCORE}$`, 'm'));
+    assert.match(output, /^invoke \(length\): .+$/m);
+    assert.equal(/^stream: (.+)$/m.exec(output)![1], /^invoke \(length\): (.+)$/m.exec(output)![1], 'the same seed, the same text');
+    assertObjectLine(output, 'withStructuredOutput');
+    assertToolCallLine(output);
   }));
 });
