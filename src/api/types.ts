@@ -100,7 +100,7 @@ export interface ServiceObject {
   protocol: 'lmsp';
   protocol_version: '1.0';
   software: { name: 'lmsp'; version: string };
-  capabilities: { background: boolean; stream: boolean; resume: boolean; idempotency: boolean };
+  capabilities: { background: boolean; stream: boolean; resume: boolean; idempotency: boolean; embeddings: boolean };
 }
 
 export interface ModelObject {
