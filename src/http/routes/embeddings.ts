@@ -35,11 +35,19 @@ export function registerEmbeddingRoutes(app: FastifyInstance, context: AppContex
       if (!reply.raw.writableFinished) abort.abort();
     };
     reply.raw.on('close', onClose);
-    const unbind = context.connections.bind(client.id, () => reply.raw.destroy());
+    // Revoking the client ends the request as a disconnect does (LMSP 4).
+    const unbind = context.connections.bind(client.id, () => {
+      abort.abort();
+      reply.raw.destroy();
+    });
     try {
       const { list, replayed } = await createEmbeddings(context.core, request.body as CreateEmbeddingBody, key, abort.signal);
       if (replayed) reply.header('idempotent-replayed', 'true');
       return list;
+    } catch (error) {
+      // The client left (or was revoked): nobody reads an answer, and its stop is no failure to log.
+      if (abort.signal.aborted || reply.raw.destroyed) return;
+      throw error;
     } finally {
       reply.raw.off('close', onClose);
       unbind();
