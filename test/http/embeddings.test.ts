@@ -4,7 +4,8 @@ import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import type { EmbeddingList } from '../../src/api/embeddings.js';
 import type { ErrorBody } from '../../src/api/types.js';
-import { SYNTHETIC_SPACE_TOKEN_ID, syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
+import { writeGgufFile } from '../../src/engine/gguf-writer.js';
+import { LMSP_TINY, SYNTHETIC_SPACE_TOKEN_ID, buildSyntheticModel, syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
 import { api, pairClient, withService, type TestService } from '../helpers/service.js';
 
 const WIDTH = 64; // lmsp-tiny's embedding size
@@ -166,7 +167,7 @@ describe('Embeddings API (LMSP section 14)', () => {
       assert.equal(scoped.status, 200, 'the responses scope is enough');
     }));
 
-  test('Idempotency-Key: the same request answers the same body as a replay; another body gets 422; a bad key 400', { timeout: 60_000 }, () =>
+  test('Idempotency-Key: the same request answers the same body as a replay; another body, or another file under the model id, gets 422; a bad key 400', { timeout: 90_000 }, () =>
     withService({}, async (service) => {
       const body = { model: 'lmsp-tiny', input: ['one', 'two'], dimensions: 16 };
       const first = await api(service, '/v1/embeddings', { method: 'POST', json: body, headers: { 'idempotency-key': 'embed-1' } });
@@ -190,5 +191,24 @@ describe('Embeddings API (LMSP section 14)', () => {
       const refusedWithKey = await api(service, '/v1/embeddings', { method: 'POST', json: { ...body, input: '' }, headers: { 'idempotency-key': 'embed-2' } });
       assert.equal(refusedWithKey.status, 400);
       assert.equal(countRows(service, 'idempotency_keys'), 1, 'a refused request records nothing');
+
+      // The same id, another file: the first answer cannot be given again.
+      const register = async (seed: number) => {
+        await api(service, '/v1/models/other', { method: 'DELETE' });
+        writeGgufFile(join(service.dataDir, 'models', `other-${seed}.gguf`), buildSyntheticModel({ ...LMSP_TINY, seed }));
+        const registered = await api(service, '/v1/models', { method: 'POST', json: { path: `other-${seed}.gguf`, id: 'other' } });
+        assert.equal(registered.status, 201, await registered.text());
+      };
+      await register(1);
+      const onOther = { ...body, model: 'other' };
+      const before = await api(service, '/v1/embeddings', { method: 'POST', json: onOther, headers: { 'idempotency-key': 'embed-3' } });
+      assert.equal(before.status, 200);
+      await register(2);
+      const after = await api(service, '/v1/embeddings', { method: 'POST', json: onOther, headers: { 'idempotency-key': 'embed-3' } });
+      assert.equal(after.status, 422);
+      assert.equal(((await after.json()) as ErrorBody).error.code, 'idempotency_key_reused');
+      const fresh = await api(service, '/v1/embeddings', { method: 'POST', json: onOther, headers: { 'idempotency-key': 'embed-4' } });
+      assert.equal(fresh.status, 200);
+      assert.notDeepEqual(await fresh.json(), await before.json(), 'another file, other vectors');
     }));
 });
