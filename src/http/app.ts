@@ -21,6 +21,7 @@ import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerPullRoutes } from './routes/pulls.js';
 import { registerClientRoutes } from './routes/clients.js';
+import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
@@ -187,6 +188,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   registerModelRoutes(app, context);
   registerPullRoutes(app, context);
   registerClientRoutes(app, context);
+  registerEmbeddingRoutes(app, context);
   registerChatCompletionRoutes(app, context);
   return app;
 }

@@ -14,7 +14,7 @@ export function registerServiceRoutes(app: FastifyInstance, context: AppContext)
     software: { name: 'lmsp', version: SOFTWARE_VERSION },
     capabilities: {
       background: true, stream: true, resume: true, idempotency: true, chat_completions: true,
-      embeddings: false, structured_output: true, tools: true, model_pull: context.pulls !== undefined,
+      embeddings: true, structured_output: true, tools: true, model_pull: context.pulls !== undefined,
     },
   }));
 

@@ -1,0 +1,214 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import type { EmbeddingList } from '../../src/api/embeddings.js';
+import type { ErrorBody } from '../../src/api/types.js';
+import { writeGgufFile } from '../../src/engine/gguf-writer.js';
+import { LMSP_TINY, SYNTHETIC_SPACE_TOKEN_ID, buildSyntheticModel, syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
+import { api, pairClient, withService, type TestService } from '../helpers/service.js';
+
+const WIDTH = 64; // lmsp-tiny's embedding size
+
+function norm(vector: readonly number[]): number {
+  return Math.sqrt(vector.reduce((sum, value) => sum + value * value, 0));
+}
+
+function vectors(list: EmbeddingList): number[][] {
+  return list.data.map((item) => item.embedding as number[]);
+}
+
+/** The ids lmsp-tiny's tokenizer gives a text: `▁` first, then one byte token per character, spaces as `▁`. */
+function tokenIds(text: string): number[] {
+  return [SYNTHETIC_SPACE_TOKEN_ID, ...[...text].map((char) => (char === ' ' ? SYNTHETIC_SPACE_TOKEN_ID : syntheticByteTokenId(char.charCodeAt(0))))];
+}
+
+async function embed(service: TestService, body: object, headers: Record<string, string> = {}): Promise<EmbeddingList> {
+  const response = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', ...body }, headers });
+  const text = await response.text();
+  assert.equal(response.status, 200, text);
+  return JSON.parse(text) as EmbeddingList;
+}
+
+async function refused(service: TestService, body: object, status: number, code: string, param: string | null): Promise<void> {
+  const response = await api(service, '/v1/embeddings', { method: 'POST', json: body });
+  const text = await response.text();
+  assert.equal(response.status, status, `${JSON.stringify(body).slice(0, 120)}: ${text}`);
+  const { error } = JSON.parse(text) as ErrorBody;
+  assert.equal(error.code, code, text);
+  assert.equal(error.param, param, text);
+  assert.equal(typeof error.message, 'string');
+  assert.ok(error.message.length > 0);
+}
+
+function countRows(service: TestService, table: string): number {
+  const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'), { readonly: true });
+  try {
+    return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+describe('Embeddings API (LMSP section 14)', () => {
+  test('shape, L2 norm, determinism, batches equal to single inputs, usage; answered directly, not as a task', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const one = await embed(service, { input: 'The cat sat.', user: 'someone' });
+      assert.deepEqual(Object.keys(one).sort(), ['data', 'model', 'object', 'usage']);
+      assert.equal(one.object, 'list');
+      assert.equal(one.model, 'lmsp-tiny');
+      assert.equal(one.data.length, 1);
+      assert.deepEqual(Object.keys(one.data[0]!).sort(), ['embedding', 'index', 'object']);
+      assert.equal(one.data[0]!.object, 'embedding');
+      assert.equal(one.data[0]!.index, 0);
+      const [vector] = vectors(one);
+      assert.equal(vector!.length, WIDTH);
+      assert.ok(vector!.every((value) => Number.isFinite(value)));
+      assert.ok(Math.abs(norm(vector!) - 1) < 1e-6, `norm ${norm(vector!)}`);
+      // BOS, then `▁` and one token per character.
+      assert.deepEqual(one.usage, { prompt_tokens: 2 + 'The cat sat.'.length, total_tokens: 2 + 'The cat sat.'.length });
+
+      const again = await embed(service, { input: 'The cat sat.' });
+      assert.deepEqual(vectors(again), vectors(one), 'the same input gives the same numbers');
+
+      const inputs = ['The cat sat.', 'A dog ran far away.', 'The cat sat.', 'Zebra'];
+      const batch = await embed(service, { input: inputs });
+      assert.deepEqual(batch.data.map((item) => item.index), [0, 1, 2, 3]);
+      assert.deepEqual(batch.data[0]!.embedding, vector, 'an input in a batch equals the same input alone');
+      assert.deepEqual(batch.data[2]!.embedding, vector);
+      assert.notDeepEqual(batch.data[1]!.embedding, vector, 'another input gives another vector');
+      for (const [index, input] of inputs.entries()) {
+        assert.deepEqual(vectors(await embed(service, { input })), [batch.data[index]!.embedding], `input ${index} alone`);
+      }
+      const tokens = inputs.reduce((sum, input) => sum + 2 + input.length, 0);
+      assert.deepEqual(batch.usage, { prompt_tokens: tokens, total_tokens: tokens });
+
+      const tasks = await (await api(service, '/v1/tasks')).json() as { data: unknown[] };
+      assert.deepEqual(tasks.data, [], 'no task was made');
+      assert.equal(countRows(service, 'idempotency_keys'), 0, 'nothing is written without an Idempotency-Key');
+    }));
+
+  test('dimensions truncate and renormalise; base64 decodes to the float numbers; token-id inputs equal their text', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const text = 'hi there';
+      const [full] = vectors(await embed(service, { input: text }));
+      const short = await embed(service, { input: text, dimensions: 8 });
+      const [vector] = vectors(short);
+      assert.equal(vector!.length, 8);
+      assert.ok(Math.abs(norm(vector!) - 1) < 1e-6);
+      const prefix = full!.slice(0, 8);
+      prefix.forEach((value, index) => assert.ok(Math.abs(value / norm(prefix) - vector![index]!) < 1e-6, `dimension ${index}`));
+      assert.deepEqual(vectors(await embed(service, { input: text, dimensions: WIDTH })), [full], 'the full width is the plain vector');
+      assert.deepEqual(vectors(await embed(service, { input: text, dimensions: null, encoding_format: 'float' })), [full]);
+
+      const inputs = [text, 'another input', 'x'];
+      const floats = await embed(service, { input: inputs });
+      const base64 = await embed(service, { input: inputs, encoding_format: 'base64' });
+      assert.deepEqual(base64.usage, floats.usage);
+      for (const [index, item] of base64.data.entries()) {
+        assert.equal(typeof item.embedding, 'string');
+        const bytes = Buffer.from(item.embedding as string, 'base64');
+        assert.equal(bytes.length, WIDTH * 4, 'float32 each');
+        const decoded = Array.from({ length: WIDTH }, (_, at) => bytes.readFloatLE(at * 4));
+        assert.deepEqual(decoded, floats.data[index]!.embedding, `input ${index}: the same numbers`);
+      }
+      const shortBase64 = await embed(service, { input: text, dimensions: 8, encoding_format: 'base64' });
+      assert.equal(Buffer.from(shortBase64.data[0]!.embedding as string, 'base64').length, 32);
+
+      const ids = tokenIds(text);
+      const fromIds = await embed(service, { input: ids });
+      assert.deepEqual(vectors(fromIds), [full], 'int[] is one input, the text it spells');
+      assert.deepEqual(fromIds.usage, { prompt_tokens: ids.length + 1, total_tokens: ids.length + 1 }, 'BOS added');
+      const fromIdLists = await embed(service, { input: [ids, tokenIds('x')] });
+      assert.deepEqual(vectors(fromIdLists), [full, vectors(floats)[2]], 'int[][] is a batch of inputs');
+    }));
+
+  test('every refusal with its code and param', { timeout: 120_000 }, () =>
+    withService({}, async (service) => {
+      const model = 'lmsp-tiny';
+      await refused(service, { model: 'no-such-model', input: 'a' }, 404, 'model_not_found', 'model');
+      await refused(service, { input: 'a' }, 400, 'invalid_request', 'model');
+      await refused(service, { model }, 400, 'invalid_request', 'input');
+      await refused(service, { model, input: 5 }, 400, 'invalid_request', 'input');
+      await refused(service, { model, input: '' }, 400, 'invalid_request', 'input');
+      await refused(service, { model, input: [] }, 400, 'invalid_request', 'input');
+      await refused(service, { model, input: ['a', ''] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: ['a', 3] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: [{ text: 'a' }] }, 400, 'invalid_request', 'input[0]');
+      await refused(service, { model, input: [[100, 101], []] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: [[100, 101], [100, -1]] }, 400, 'invalid_request', 'input[1][1]');
+      await refused(service, { model, input: [[100], 'a'] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: [100, 1.5] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: [100, 100_000] }, 400, 'invalid_request', 'input');
+      await refused(service, { model, input: [[100], [100_000]] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: Array.from({ length: 2049 }, () => 'a') }, 400, 'invalid_request', 'input');
+      await refused(service, { model, input: ['fine', 'x'.repeat(16_384)] }, 400, 'context_length_exceeded', 'input[1]');
+      await refused(service, { model, input: 'x'.repeat(16_384) }, 400, 'context_length_exceeded', 'input');
+      await refused(service, { model, input: 'a', dimensions: WIDTH + 1 }, 400, 'invalid_request', 'dimensions');
+      await refused(service, { model, input: 'a', dimensions: 0 }, 400, 'invalid_request', 'dimensions');
+      await refused(service, { model, input: 'a', dimensions: '8' }, 400, 'invalid_request', 'dimensions');
+      await refused(service, { model, input: 'a', encoding_format: 'hex' }, 400, 'invalid_request', 'encoding_format');
+      await refused(service, { model, input: 'a', user: 7 }, 400, 'invalid_request', 'user');
+
+      // The limits themselves are allowed.
+      assert.equal((await embed(service, { input: Array.from({ length: 2048 }, (_, index) => `n${index % 7}`) })).data.length, 2048);
+      assert.equal((await embed(service, { input: 'x'.repeat(16_380) })).usage.prompt_tokens, 16_382);
+
+      const anonymous = await fetch(`${service.url}/v1/embeddings`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, input: 'a' }),
+      });
+      assert.equal(anonymous.status, 401);
+      const reader = await pairClient(service, ['models:read'], 'reader');
+      const unscoped = await api({ url: service.url, token: reader.token }, '/v1/embeddings', { method: 'POST', json: { model, input: 'a' } });
+      assert.equal(unscoped.status, 403);
+      assert.equal(((await unscoped.json()) as ErrorBody).error.code, 'insufficient_scope');
+      const user = await pairClient(service, ['responses'], 'user');
+      const scoped = await api({ url: service.url, token: user.token }, '/v1/embeddings', { method: 'POST', json: { model, input: 'a' } });
+      assert.equal(scoped.status, 200, 'the responses scope is enough');
+    }));
+
+  test('Idempotency-Key: the same request answers the same body as a replay; another body, or another file under the model id, gets 422; a bad key 400', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const body = { model: 'lmsp-tiny', input: ['one', 'two'], dimensions: 16 };
+      const first = await api(service, '/v1/embeddings', { method: 'POST', json: body, headers: { 'idempotency-key': 'embed-1' } });
+      assert.equal(first.status, 200);
+      assert.equal(first.headers.get('idempotent-replayed'), null);
+      const firstBody = await first.json();
+      assert.equal(countRows(service, 'idempotency_keys'), 1);
+      const again = await api(service, '/v1/embeddings', { method: 'POST', json: body, headers: { 'idempotency-key': 'embed-1' } });
+      assert.equal(again.status, 200);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await again.json(), firstBody);
+
+      const other = await api(service, '/v1/embeddings', { method: 'POST', json: { ...body, dimensions: 8 }, headers: { 'idempotency-key': 'embed-1' } });
+      assert.equal(other.status, 422);
+      assert.equal(((await other.json()) as ErrorBody).error.code, 'idempotency_key_reused');
+      const bad = await api(service, '/v1/embeddings', { method: 'POST', json: body, headers: { 'idempotency-key': 'bad key' } });
+      assert.equal(bad.status, 400);
+      const badBody = (await bad.json()) as ErrorBody;
+      assert.equal(badBody.error.code, 'invalid_idempotency_key');
+      assert.equal(badBody.error.param, 'Idempotency-Key');
+      const refusedWithKey = await api(service, '/v1/embeddings', { method: 'POST', json: { ...body, input: '' }, headers: { 'idempotency-key': 'embed-2' } });
+      assert.equal(refusedWithKey.status, 400);
+      assert.equal(countRows(service, 'idempotency_keys'), 1, 'a refused request records nothing');
+
+      // The same id, another file: the first answer cannot be given again.
+      const register = async (seed: number) => {
+        await api(service, '/v1/models/other', { method: 'DELETE' });
+        writeGgufFile(join(service.dataDir, 'models', `other-${seed}.gguf`), buildSyntheticModel({ ...LMSP_TINY, seed }));
+        const registered = await api(service, '/v1/models', { method: 'POST', json: { path: `other-${seed}.gguf`, id: 'other' } });
+        assert.equal(registered.status, 201, await registered.text());
+      };
+      await register(1);
+      const onOther = { ...body, model: 'other' };
+      const before = await api(service, '/v1/embeddings', { method: 'POST', json: onOther, headers: { 'idempotency-key': 'embed-3' } });
+      assert.equal(before.status, 200);
+      await register(2);
+      const after = await api(service, '/v1/embeddings', { method: 'POST', json: onOther, headers: { 'idempotency-key': 'embed-3' } });
+      assert.equal(after.status, 422);
+      assert.equal(((await after.json()) as ErrorBody).error.code, 'idempotency_key_reused');
+      const fresh = await api(service, '/v1/embeddings', { method: 'POST', json: onOther, headers: { 'idempotency-key': 'embed-4' } });
+      assert.equal(fresh.status, 200);
+      assert.notDeepEqual(await fresh.json(), await before.json(), 'another file, other vectors');
+    }));
+});
