@@ -70,6 +70,17 @@ export function toResponseObject(response: ResponseHeader, task: Task, text: str
       attempt: task.attempt,
       last_sequence_number: task.lastSequenceNumber,
     },
+    ...requestedOutputOf(response),
+  };
+}
+
+/** LMSP 6.1, 6.2: what the request asked of the output, as OpenAI shows it on the response. */
+function requestedOutputOf(response: ResponseHeader): Pick<ResponseObject, 'text' | 'tools' | 'tool_choice' | 'parallel_tool_calls'> {
+  return {
+    text: { format: response.textFormat ?? { type: 'text' } },
+    tools: (response.tools ?? []).map((tool) => ({ ...tool })),
+    tool_choice: response.toolChoice ?? 'auto',
+    parallel_tool_calls: response.parallelToolCalls ?? true,
   };
 }
 

@@ -38,12 +38,47 @@ export interface StoredResponse {
   outputItemId: string;
   /** Final text, set when the task finishes; while it runs the text lives in its delta events. */
   outputText: string | null;
+  /** LMSP 6.1 `text.format`; absent means plain text. */
+  textFormat?: TextFormat;
+  /** LMSP 6.2: the functions offered, `tool_choice` and `parallel_tool_calls`; absent means none, auto, true. */
+  tools?: FunctionTool[];
+  toolChoice?: ResponseToolChoice;
+  parallelToolCalls?: boolean;
+  /** The function calls of the finished response; while it runs they live in its events. */
+  outputCalls?: FunctionCallOutput[] | null;
 }
 
 /** The fields of a response that never change after it is created: all that views need. */
-export type ResponseHeader = Omit<StoredResponse, 'inputItems' | 'context' | 'outputText'>;
+export type ResponseHeader = Omit<StoredResponse, 'inputItems' | 'context' | 'outputText' | 'outputCalls'>;
 
 /** The messages the model sees: the instructions first, then the conversation. */
 export function promptMessages(response: Pick<StoredResponse, 'instructions' | 'context'>): ChatMessage[] {
   return response.instructions ? [{ role: 'system', content: response.instructions }, ...response.context] : response.context;
+}
+
+/** LMSP 6.1 `text.format`: what the output text must be, as the request gave it. */
+export type TextFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict: boolean | null; description?: string };
+
+/** LMSP 6.2: a function the model may call, as the request gave it. */
+export interface FunctionTool {
+  type: 'function';
+  name: string;
+  description: string | null;
+  parameters: Record<string, unknown> | null;
+  strict: boolean | null;
+}
+
+/** LMSP 6.2 `tool_choice`. */
+export type ResponseToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; name: string };
+
+/** A function call the model made (LMSP 6.2), as the finished response keeps it. */
+export interface FunctionCallOutput {
+  id: string;
+  callId: string;
+  name: string;
+  arguments: string;
+  status: 'completed' | 'incomplete';
 }

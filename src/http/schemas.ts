@@ -27,6 +27,44 @@ const message = {
   },
 } as const;
 
+/** LMSP 6.1 `text.format`; the schema itself is checked by the grammar's translation (400 unsupported_schema). */
+const textFormat = {
+  type: ['object', 'null'],
+  required: ['type'],
+  properties: {
+    type: { type: 'string', enum: ['text', 'json_object', 'json_schema'] },
+    name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
+    schema: { type: 'object' },
+    strict: { type: ['boolean', 'null'] },
+    description: { type: 'string' },
+  },
+} as const;
+
+/** LMSP 6.2 `tools`: functions only. */
+const functionTool = {
+  type: 'object',
+  required: ['type', 'name'],
+  properties: {
+    type: { type: 'string', enum: ['function'] },
+    name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
+    description: { type: ['string', 'null'] },
+    parameters: { type: ['object', 'null'] },
+    strict: { type: ['boolean', 'null'] },
+  },
+} as const;
+
+const toolChoice = {
+  anyOf: [
+    { type: 'string', enum: ['auto', 'none', 'required'] },
+    {
+      type: 'object',
+      required: ['type', 'name'],
+      properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
+    },
+    { type: 'null' },
+  ],
+} as const;
+
 export const createResponseBody = {
   type: 'object',
   required: ['model', 'input'],
@@ -56,6 +94,14 @@ export const createResponseBody = {
       enum: [...RESTART_POLICIES, null],
       description: 'LMSP: what a restart does to the unfinished task; default resume for background, fail otherwise.',
     },
+    text: {
+      type: ['object', 'null'],
+      properties: { format: textFormat },
+      description: 'LMSP 6.1: text, json_object or json_schema, enforced by constrained decoding.',
+    },
+    tools: { type: ['array', 'null'], maxItems: 128, items: functionTool, description: 'LMSP 6.2: functions the model may call.' },
+    tool_choice: { ...toolChoice, description: 'auto (default), none, required, or {type: "function", name}.' },
+    parallel_tool_calls: { type: ['boolean', 'null'], description: 'Default true: one turn may hold several calls.' },
   },
 } as const;
 

@@ -12,6 +12,7 @@ import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
+import { textFormatOf, toolingOf } from './response-format.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
@@ -48,6 +49,9 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const stream = body.stream ?? false;
   const storeResponse = body.store ?? true;
   if (background && !storeResponse) throw invalidRequest('store', 'background responses must be stored: store cannot be false with background: true');
+
+  const textFormat = textFormatOf(body);
+  const tooling = toolingOf(body);
 
   let context: ChatMessage[] = [];
   if (body.previous_response_id) {
@@ -108,6 +112,8 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     context,
     outputItemId: newId('msg'),
     outputText: null,
+    ...(textFormat ? { textFormat } : {}),
+    ...tooling,
   };
   return { response, task: newTask(response, body.on_restart ?? (background ? 'resume' : 'fail')) };
 }

@@ -3,6 +3,7 @@ import { RESPONSE_TEXT_DELTA, responseEvents } from '../api/response-events.js';
 import { promptMessages, type ResponseHeader } from '../domain/responses.js';
 import { responseIdOf, type Task } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
+import { outputConstraintOf } from './response-format.js';
 import type { TaskKindHandler } from './task-machine.js';
 
 export function responseKind(store: Store): TaskKindHandler<ResponseHeader> {
@@ -23,6 +24,7 @@ export function responseKind(store: Store): TaskKindHandler<ResponseHeader> {
       return {
         messages: promptMessages(response),
         sampling: { temperature: response.temperature, topP: response.topP, seed: response.seed, maxOutputTokens: response.maxOutputTokens },
+        ...outputConstraintOf(response),
       };
     },
     finalized(_header, task, text) {
