@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import type { ResponseObject, TaskEvent } from '../../src/api/types.js';
 import { api, startService, type TestService } from '../helpers/service.js';
 import { schemaViolation } from '../helpers/schema-validator.js';
+import { collectSse } from '../helpers/sse.js';
 
 const PERSON = {
   type: 'object',
@@ -121,5 +122,171 @@ describe('structured output on /v1/responses (LMSP 6.1)', () => {
     const badType = await create({ text: { format: { type: 'yaml' } } });
     assert.equal(badType.status, 400);
     assert.match(badType.body.error.param ?? '', /^text\.format/);
+  });
+});
+
+const WEATHER = {
+  type: 'function', name: 'get_weather', description: 'Current weather',
+  parameters: { type: 'object', properties: { city: { type: 'string', minLength: 2, maxLength: 12 }, unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'], additionalProperties: false },
+};
+const ADD = {
+  type: 'function', name: 'add',
+  parameters: { type: 'object', properties: { a: { type: 'integer', minimum: -99, maximum: 99 }, b: { type: 'integer', minimum: -99, maximum: 99 } }, required: ['a', 'b'], additionalProperties: false },
+};
+const TOOLS = [WEATHER, ADD];
+
+interface CallItem {
+  type: 'function_call';
+  id: string;
+  call_id: string;
+  name: string;
+  arguments: string;
+  status: string;
+}
+
+function callsOf(response: ResponseObject): CallItem[] {
+  return (response.output as unknown as Array<{ type: string }>).filter((item): item is CallItem => item.type === 'function_call');
+}
+
+function parametersOf(name: string): object {
+  return TOOLS.find((tool) => tool.name === name)!.parameters;
+}
+
+/**
+ * The OpenAI order of a response's items in its log: each item added, its deltas, its done
+ * events, before the next item starts; LMSP's own events (loading, call syntax) left out.
+ */
+function assertItemOrder(events: TaskEvent[], terminal: string): void {
+  const types = events.map((event) => event.type).filter((type) => type !== 'response.loading' && type !== 'response.function_call_syntax');
+  assert.deepEqual(types.slice(0, 2), ['response.created', 'response.in_progress']);
+  assert.equal(types.at(-1), terminal);
+  let at = 2;
+  const body = types.slice(0, -1);
+  while (at < body.length) {
+    assert.equal(body[at], 'response.output_item.added', `an item starts at ${at}: ${body.join(', ')}`);
+    const item = events.filter((event) => event.type === 'response.output_item.added')
+      .find((event) => event.sequence_number === events.filter((e) => e.type !== 'response.loading' && e.type !== 'response.function_call_syntax')[at]!.sequence_number)!.item as { type: string };
+    at++;
+    if (item.type === 'message') {
+      assert.equal(body[at++], 'response.content_part.added');
+      while (body[at] === 'response.output_text.delta') at++;
+      assert.deepEqual(body.slice(at, at + 3), ['response.output_text.done', 'response.content_part.done', 'response.output_item.done']);
+      at += 3;
+    } else {
+      assert.equal(item.type, 'function_call');
+      while (body[at] === 'response.function_call_arguments.delta') at++;
+      assert.deepEqual(body.slice(at, at + 2), ['response.function_call_arguments.done', 'response.output_item.done']);
+      at += 2;
+    }
+  }
+}
+
+describe('tools on /v1/responses (LMSP 6.2)', () => {
+  before(async () => {
+    service = await startService();
+  });
+  after(async () => {
+    await service.kill();
+  });
+
+  test('tool_choice required: only function_call items, each of a listed function with valid arguments, and their events in order', { timeout: 120_000 }, async () => {
+    for (const seed of [1, 2]) {
+      const { status, body } = await create({ tools: TOOLS, tool_choice: 'required', max_output_tokens: 600, seed });
+      assert.equal(status, 200);
+      // Up to 16 parallel calls may not fit in 600 tokens: then the last one is cut.
+      assert.ok(body.status === 'completed' || body.status === 'incomplete', body.status);
+      assert.deepEqual(body.tools, TOOLS.map((tool) => ({ description: null, strict: null, ...tool })));
+      assert.equal(body.tool_choice, 'required');
+      const calls = callsOf(body);
+      assert.ok(calls.length >= 1);
+      assert.equal(calls.length, body.output.length, 'no message: the model wrote only calls');
+      for (const call of calls) {
+        assert.match(call.id, /^fc_[0-9A-Za-z]{24}$/);
+        assert.match(call.call_id, /^call_[0-9A-Za-z]{24}$/);
+        if (call !== calls.at(-1) || body.status === 'completed') assert.equal(call.status, 'completed');
+        if (call.status === 'completed') assert.equal(schemaViolation(parametersOf(call.name), call.arguments), null, call.arguments);
+      }
+      assert.equal(new Set(calls.map((call) => call.call_id)).size, calls.length, 'call ids are distinct');
+      const events = await allEvents(service, body.task.id);
+      events.forEach((event, index) => assert.equal(event.sequence_number, index + 1, 'gapless from 1'));
+      assertItemOrder(events, body.status === 'completed' ? 'response.completed' : 'response.incomplete');
+      assert.ok(!events.some((event) => event.type.startsWith('response.output_text') || event.type.startsWith('response.content_part')), 'no message events without message text');
+      calls.forEach((call, index) => {
+        const deltas = events.filter((event) => event.type === 'response.function_call_arguments.delta' && event.item_id === call.id);
+        assert.equal(deltas.map((event) => event.delta).join(''), call.arguments, 'the deltas of a call add up to its arguments');
+        assert.ok(deltas.every((event) => event.output_index === index));
+        const done = events.find((event) => event.type === 'response.function_call_arguments.done' && event.item_id === call.id);
+        assert.equal(done?.arguments, call.arguments);
+      });
+      const stored = await service.client.getResponse(body.id);
+      assert.deepEqual(stored.output, body.output, 'GET shows the same items');
+      const terminal = events.at(-1)!.response as ResponseObject;
+      assert.deepEqual(terminal.output, body.output);
+    }
+  });
+
+  test('a named function with parallel_tool_calls false: exactly one call of it', { timeout: 120_000 }, async () => {
+    const { body } = await create({ tools: TOOLS, tool_choice: { type: 'function', name: 'add' }, parallel_tool_calls: false, max_output_tokens: 600, seed: 4 });
+    assert.equal(body.status, 'completed');
+    assert.equal(body.parallel_tool_calls, false);
+    assert.deepEqual(body.tool_choice, { type: 'function', name: 'add' });
+    const calls = callsOf(body);
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0]!.name, 'add');
+    assert.equal(schemaViolation(ADD.parameters, calls[0]!.arguments), null);
+  });
+
+  test('tool_choice none: a message and no call', { timeout: 60_000 }, async () => {
+    const { body } = await create({ tools: TOOLS, tool_choice: 'none', max_output_tokens: 30, seed: 2 });
+    assert.equal(body.status, 'incomplete');
+    assert.equal(callsOf(body).length, 0);
+    assert.equal(body.output.length, 1);
+    assert.equal(body.output[0]!.type, 'message');
+    assert.ok(body.output[0]!.content[0]!.text.length > 0);
+    const events = await allEvents(service, body.task.id);
+    assertItemOrder(events, 'response.incomplete');
+  });
+
+  test('cut inside a call by max_output_tokens: incomplete, the call incomplete', { timeout: 60_000 }, async () => {
+    const whole = await create({ tools: TOOLS, tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false, max_output_tokens: 600, seed: 1 });
+    assert.equal(whole.body.status, 'completed');
+    // The same generation, stopped a few tokens into its arguments.
+    const argumentsStart = whole.body.usage!.output_tokens - callsOf(whole.body)[0]!.arguments.length;
+    const { body } = await create({ tools: TOOLS, tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false, max_output_tokens: argumentsStart, seed: 1 });
+    assert.equal(body.status, 'incomplete');
+    const calls = callsOf(body);
+    assert.ok(calls.length >= 1);
+    assert.equal(calls.at(-1)!.status, 'incomplete');
+    assertItemOrder(await allEvents(service, body.task.id), 'response.incomplete');
+  });
+
+  test('the stream of a create, and its replay through GET ?stream=true, are the log', { timeout: 60_000 }, async () => {
+    const streamed = await collectSse(await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'x', tools: TOOLS, tool_choice: 'required', max_output_tokens: 200, seed: 9, stream: true } }));
+    const created = JSON.parse(streamed[0]!.data) as TaskEvent;
+    const id = (created.response as ResponseObject).id;
+    const replayed = await collectSse(await api(service, `/v1/responses/${id}?stream=true`));
+    assert.deepEqual(replayed.map((frame) => frame.data), streamed.map((frame) => frame.data));
+    const logged = await allEvents(service, (created.response as ResponseObject).task.id);
+    assert.deepEqual(streamed.map((frame) => frame.event), logged.map((event) => event.type));
+    assertItemOrder(logged, 'response.completed');
+  });
+
+  test('bad tools: 400 naming the field', async () => {
+    const unknownChoice = await create({ tools: TOOLS, tool_choice: { type: 'function', name: 'nope' } });
+    assert.equal(unknownChoice.status, 400);
+    assert.equal(unknownChoice.body.error.param, 'tool_choice');
+    const duplicate = await create({ tools: [WEATHER, WEATHER] });
+    assert.equal(duplicate.status, 400);
+    assert.equal(duplicate.body.error.param, 'tools[1].name');
+    const unsupported = await create({ tools: [{ type: 'function', name: 'f', parameters: { type: 'object', properties: { a: { not: {} } } } }] });
+    assert.equal(unsupported.status, 400);
+    assert.equal(unsupported.body.error.code, 'unsupported_schema');
+    assert.equal(unsupported.body.error.param, 'tools[0].parameters');
+    const requiredWithout = await create({ tool_choice: 'required' });
+    assert.equal(requiredWithout.status, 400);
+    assert.equal(requiredWithout.body.error.param, 'tool_choice');
+    const notFunction = await create({ tools: [{ type: 'web_search' }] });
+    assert.equal(notFunction.status, 400);
+    assert.match(notFunction.body.error.param ?? '', /^tools/);
   });
 });
