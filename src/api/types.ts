@@ -187,7 +187,7 @@ export interface MessageInput {
 /** The body of `POST /v1/responses` (a subset of the OpenAI Responses API, LMSP section 6). */
 export interface CreateResponseBody {
   model: string;
-  input: string | MessageInput[];
+  input: string | Array<MessageInput | FunctionCallInput | FunctionCallOutputInput>;
   instructions?: string | null;
   previous_response_id?: string | null;
   max_output_tokens?: number | null;

@@ -2,19 +2,50 @@
 
 export type MessageRole = 'user' | 'assistant' | 'system' | 'developer';
 
-/** One message of the conversation the model sees. */
-export interface ChatMessage {
-  role: MessageRole;
-  content: string;
+/**
+ * One message of the conversation the model sees: an assistant message may carry the calls it
+ * made, and a tool message the output of one (LMSP 6.2).
+ */
+export type ChatMessage =
+  | { role: MessageRole; content: string; toolCalls?: ToolCallRef[] }
+  | { role: 'tool'; toolCallId: string; content: string };
+
+/** A call as the conversation carries it: its `call_id`, the function and the arguments' JSON. */
+export interface ToolCallRef {
+  id: string;
+  name: string;
+  arguments: string;
 }
 
-/** An input item as the client sent it, normalised to the OpenAI message item shape. */
+/** An input item as the client sent it, normalised to the OpenAI item shapes. */
+export type ResponseInputItem = InputItem | FunctionCallInputItem | FunctionCallOutputInputItem;
+
+/** An input message, normalised to the OpenAI message item shape. */
 export interface InputItem {
   id: string;
   type: 'message';
   role: MessageRole;
   status: 'completed';
   content: Array<{ type: 'input_text' | 'output_text'; text: string }>;
+}
+
+/** LMSP 6.2: a call the model made earlier, given back as input. */
+export interface FunctionCallInputItem {
+  id: string;
+  type: 'function_call';
+  call_id: string;
+  name: string;
+  arguments: string;
+  status: 'completed';
+}
+
+/** LMSP 6.2: the output of a call, given to the model. */
+export interface FunctionCallOutputInputItem {
+  id: string;
+  type: 'function_call_output';
+  call_id: string;
+  output: string;
+  status: 'completed';
 }
 
 export interface StoredResponse {
@@ -32,7 +63,7 @@ export interface StoredResponse {
   topP: number;
   seed: number;
   metadata: Record<string, string>;
-  inputItems: InputItem[];
+  inputItems: ResponseInputItem[];
   /** Every message the model sees, previous responses included (the instructions are kept apart). */
   context: ChatMessage[];
   outputItemId: string;

@@ -65,14 +65,41 @@ const toolChoice = {
   ],
 } as const;
 
+/** LMSP 6.2: a call the model made, given back as input. */
+const functionCallItem = {
+  type: 'object',
+  required: ['type', 'call_id', 'name', 'arguments'],
+  properties: {
+    type: { type: 'string', enum: ['function_call'] },
+    call_id: { type: 'string', minLength: 1, maxLength: 256 },
+    name: { type: 'string', minLength: 1, maxLength: 64 },
+    arguments: { type: 'string' },
+    id: { type: 'string', maxLength: 256 },
+    status: { type: 'string' },
+  },
+} as const;
+
+/** LMSP 6.2: the output of a call. */
+const functionCallOutputItem = {
+  type: 'object',
+  required: ['type', 'call_id', 'output'],
+  properties: {
+    type: { type: 'string', enum: ['function_call_output'] },
+    call_id: { type: 'string', minLength: 1, maxLength: 256 },
+    output: { type: 'string' },
+    id: { type: 'string', maxLength: 256 },
+    status: { type: 'string' },
+  },
+} as const;
+
 export const createResponseBody = {
   type: 'object',
   required: ['model', 'input'],
   properties: {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
-      description: 'A string, or an array of messages.',
-      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: message }],
+      description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
+      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: { anyOf: [message, functionCallItem, functionCallOutputItem] } }],
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
     previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },

@@ -1,6 +1,6 @@
 /** The `responses` table: what was asked (request fields, input, context) and the final text. */
 import type {
-  ChatMessage, FunctionCallOutput, FunctionTool, InputItem, ResponseHeader, ResponseToolChoice, StoredResponse, TextFormat,
+  ChatMessage, FunctionCallOutput, FunctionTool, ResponseHeader, ResponseInputItem, ResponseToolChoice, StoredResponse, TextFormat,
 } from '../domain/responses.js';
 import type { Sqlite } from './db.js';
 
@@ -64,7 +64,7 @@ export function toResponseHeader(row: DbResponseHeader): ResponseHeader {
 export function toStoredResponse(row: DbResponse): StoredResponse {
   return {
     ...toResponseHeader(row),
-    inputItems: JSON.parse(row.input_items) as InputItem[],
+    inputItems: JSON.parse(row.input_items) as ResponseInputItem[],
     context: JSON.parse(row.context) as ChatMessage[],
     outputText: row.output_text,
     outputCalls: row.output_calls === null ? null : JSON.parse(row.output_calls) as FunctionCallOutput[],

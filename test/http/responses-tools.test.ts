@@ -290,3 +290,57 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
     assert.match(notFunction.body.error.param ?? '', /^tools/);
   });
 });
+
+describe('function_call and function_call_output input items (LMSP 6.2)', () => {
+  before(async () => {
+    service = await startService();
+  });
+  after(async () => {
+    await service.kill();
+  });
+
+  const call = { type: 'function_call', call_id: 'call_abc', name: 'add', arguments: '{"a": 1, "b": 2}' };
+  const output = (text: string) => ({ type: 'function_call_output', call_id: 'call_abc', output: text });
+
+  test('given directly, they reach the model through the chat template, and input_items shows them', { timeout: 60_000 }, async () => {
+    const input = [{ role: 'user', content: 'Add 1 and 2.' }, call, output('3')];
+    const short = await create({ input, tools: TOOLS, tool_choice: 'none', max_output_tokens: 8, seed: 1 });
+    assert.equal(short.status, 200);
+    assert.equal(short.body.status, 'incomplete');
+    const long = await create({ input: [input[0], call, output('3'.repeat(101))], tools: TOOLS, tool_choice: 'none', max_output_tokens: 8, seed: 1 });
+    assert.ok(long.body.usage!.input_tokens > short.body.usage!.input_tokens, 'the output is in the prompt');
+    const listed = await (await api(service, `/v1/responses/${short.body.id}/input_items?order=asc`)).json() as { data: Array<Record<string, unknown>> };
+    assert.deepEqual(listed.data.map((item) => item.type), ['message', 'function_call', 'function_call_output']);
+    assert.deepEqual({ ...listed.data[1], id: undefined }, { ...call, id: undefined, status: 'completed' });
+    assert.deepEqual({ ...listed.data[2], id: undefined }, { ...output('3'), id: undefined, status: 'completed' });
+    assert.match(String(listed.data[1]!.id), /^fc_/);
+  });
+
+  test('an output whose call_id matches no call: 400 naming it', async () => {
+    const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, { ...output('3'), call_id: 'call_nope' }], tools: TOOLS });
+    assert.equal(status, 400);
+    assert.equal(body.error.code, 'invalid_request');
+    assert.equal(body.error.param, 'input[1].call_id');
+    const malformed = await create({ input: [{ type: 'function_call_output', output: 'x' }] });
+    assert.equal(malformed.status, 400);
+  });
+
+  test('previous_response_id carries the calls: a two-step loop of call, output and answer', { timeout: 120_000 }, async () => {
+    const first = await create({ tools: TOOLS, tool_choice: { type: 'function', name: 'add' }, parallel_tool_calls: false, max_output_tokens: 300, seed: 3 });
+    assert.equal(first.body.status, 'completed');
+    const [made] = callsOf(first.body);
+    assert.ok(made);
+    const unknown = await create({ previous_response_id: first.body.id, input: [{ ...output('5'), call_id: 'call_other' }], tools: TOOLS });
+    assert.equal(unknown.status, 400);
+    assert.equal(unknown.body.error.param, 'input[0].call_id');
+    const second = await create({
+      previous_response_id: first.body.id, input: [{ type: 'function_call_output', call_id: made.call_id, output: '{"sum": 5}' }],
+      tools: TOOLS, tool_choice: 'none', max_output_tokens: 10, seed: 3,
+    });
+    assert.equal(second.status, 200);
+    assert.equal(second.body.previous_response_id, first.body.id);
+    assert.equal(second.body.output[0]!.type, 'message');
+    assert.ok(second.body.output[0]!.content[0]!.text.length > 0);
+    assert.ok(second.body.usage!.input_tokens > first.body.usage!.input_tokens + made.arguments.length / 4, 'the call and its output are in the prompt');
+  });
+});
