@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ResponseObject, TaskEvent } from '../../src/api/types.js';
-import { api, startService, type TestService } from '../helpers/service.js';
+import { api, startService, waitFor, type TestService } from '../helpers/service.js';
 import { schemaViolation } from '../helpers/schema-validator.js';
 import { collectSse } from '../helpers/sse.js';
 
@@ -236,15 +236,21 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
     assert.equal(schemaViolation(ADD.parameters, calls[0]!.arguments), null);
   });
 
-  test('tool_choice none: a message and no call', { timeout: 60_000 }, async () => {
-    const { body } = await create({ tools: TOOLS, tool_choice: 'none', max_output_tokens: 30, seed: 2 });
-    assert.equal(body.status, 'incomplete');
-    assert.equal(callsOf(body).length, 0);
-    assert.equal(body.output.length, 1);
-    assert.equal(body.output[0]!.type, 'message');
-    assert.ok(body.output[0]!.content[0]!.text.length > 0);
-    const events = await allEvents(service, body.task.id);
-    assertItemOrder(events, 'response.incomplete');
+  test('tool_choice none, and auto with a model that never writes its call syntax: a message and no call', { timeout: 60_000 }, async () => {
+    for (const choice of ['none', 'auto', undefined]) {
+      const { body } = await create({ tools: TOOLS, tool_choice: choice, max_output_tokens: 30, seed: 2 });
+      assert.equal(body.status, 'incomplete');
+      assert.equal(body.tool_choice, choice ?? 'auto');
+      assert.equal(callsOf(body).length, 0);
+      assert.equal(body.output.length, 1);
+      assert.equal(body.output[0]!.type, 'message');
+      assert.equal(body.output[0]!.status, 'incomplete');
+      assert.ok(body.output[0]!.content[0]!.text.length > 0);
+      const events = await allEvents(service, body.task.id);
+      assertItemOrder(events, 'response.incomplete');
+      const deltas = events.filter((event) => event.type === 'response.output_text.delta').map((event) => event.delta).join('');
+      assert.equal(deltas, body.output[0]!.content[0]!.text);
+    }
   });
 
   test('cut inside a call by max_output_tokens: incomplete, the call incomplete', { timeout: 60_000 }, async () => {
@@ -342,5 +348,36 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     assert.equal(second.body.output[0]!.type, 'message');
     assert.ok(second.body.output[0]!.content[0]!.text.length > 0);
     assert.ok(second.body.usage!.input_tokens > first.body.usage!.input_tokens + made.arguments.length / 4, 'the call and its output are in the prompt');
+  });
+});
+
+describe('a response with tools cancelled while it writes a call (LMSP 7.4, 6.2)', () => {
+  before(async () => {
+    service = await startService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } });
+  });
+  after(async () => {
+    await service.kill();
+  });
+
+  test('the partial call stays, incomplete, and the log ends with response.cancelled', { timeout: 60_000 }, async () => {
+    const { body: started } = await create({ tools: TOOLS, tool_choice: 'required', max_output_tokens: 1500, seed: 6, background: true });
+    await waitFor(async () => (await allEvents(service, started.task.id)).some((event) => event.type === 'response.function_call_arguments.delta'), { what: 'a call argument' });
+    const cancel = await api(service, `/v1/responses/${started.id}/cancel`, { method: 'POST' });
+    assert.equal(cancel.status, 202);
+    const cancelling = (await cancel.json()) as ResponseObject;
+    assert.ok(callsOf(cancelling).length >= 1, 'the cancelling response shows the call so far');
+    const final = await waitFor(async () => {
+      const current = await service.client.getResponse(started.id);
+      return current.status === 'cancelled' ? current : null;
+    });
+    const calls = callsOf(final);
+    assert.ok(calls.length >= 1);
+    assert.equal(calls.at(-1)!.status, 'incomplete');
+    const events = await allEvents(service, started.task.id);
+    assert.equal(events.at(-1)!.type, 'response.cancelled');
+    assert.deepEqual((events.at(-1)!.response as ResponseObject).output, final.output);
+    const last = calls.at(-1)!;
+    const deltas = events.filter((event) => event.type === 'response.function_call_arguments.delta' && event.item_id === last.id);
+    assert.equal(deltas.map((event) => event.delta).join(''), last.arguments);
   });
 });
