@@ -12,6 +12,7 @@ import { benchPull } from './pull.js';
 import { benchGgufValidation } from './gguf-validation.js';
 import { benchObservability } from './observability.js';
 import { benchGrammar } from './grammar.js';
+import { benchGrammarService } from './grammar-service.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -30,6 +31,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   observability: benchObservability,
   embeddings: benchEmbeddings,
   grammar: benchGrammar,
+  'grammar-service': benchGrammarService,
 };
 
 function format(value: number, unit: string): string {
