@@ -9,6 +9,11 @@
  * side, node:http reading the same answer and dropping it, shows the floor of Node's own HTTP
  * client, and CPU time per GiB is reported for all, being less sensitive to a busy machine.
  *
+ * The same file is also pulled through the real service (`POST /v1/models/pull` to
+ * `model.pull.completed`: download, hash, validation, fsync, rename and registration), alternated
+ * with curl too; and the service is killed with SIGKILL once half of a pull is on disk and
+ * started again, the file server's own log telling how many bytes the resumed pull fetched.
+ *
  * `npm run build && node dist/bench/run.js pull`; `BENCH_PULL_MB` sets the file size (300).
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -16,30 +21,45 @@ import { randomFillSync } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
+import { encodeGgufHeader } from '../src/engine/gguf-writer.js';
 import { DownloadAbortedError } from '../src/models/download-errors.js';
 import { downloadModel, partialPathOf, type DownloadOptions, type ResumeState } from '../src/models/download.js';
 import { hashPrefix } from '../src/models/partial-file.js';
 import { parsePullSource, pullSettingsFromEnvironment } from '../src/models/pull-source.js';
 import { makeDataDir } from '../test/helpers/data-dir.js';
 import { firstJsonLine, log, median, runs, settleDisk, spawnScript, stopChild, type Figure } from './lib.js';
+import { ServerLog, ServicePulls } from './pull-service.js';
 
 const MiB = 1 << 20;
-const SIZE = Number(process.env.BENCH_PULL_MB ?? 300) * MiB;
+const TENSOR_BYTES = 4 * MiB;
+/** The size of the served file: the requested size rounded to whole tensors, plus the header. */
+let SIZE = Number(process.env.BENCH_PULL_MB ?? 300) * MiB;
 
-/** A file that passes the GGUF magic check, with incompressible content. */
-function writeBenchFile(path: string): void {
+/**
+ * A valid GGUF file (the service validates what it pulls) of about SIZE bytes: one f32 tensor per
+ * 4 MiB, filled with incompressible random bytes. Answers its size.
+ */
+function writeBenchFile(path: string): number {
+  const count = Math.max(1, Math.round(SIZE / TENSOR_BYTES));
+  const header = encodeGgufHeader({
+    metadata: [['general.architecture', { type: 'string', value: 'llama' }], ['general.name', { type: 'string', value: 'pull benchmark' }]],
+    tensors: Array.from({ length: count }, (_, index) => ({
+      name: `blk.${index}.weight`, dims: [TENSOR_BYTES / 4], type: 'f32' as const, values: () => new Float32Array(0),
+    })),
+  });
   const fd = openSync(path, 'w');
-  const block = Buffer.alloc(4 * MiB);
+  const block = Buffer.alloc(TENSOR_BYTES);
   try {
-    for (let written = 0; written < SIZE; written += block.length) {
+    writeSync(fd, header);
+    for (let index = 0; index < count; index++) {
       randomFillSync(block);
-      if (written === 0) block.write('GGUF', 0, 'latin1');
-      writeSync(fd, block, 0, Math.min(block.length, SIZE - written));
+      writeSync(fd, block);
     }
     fsyncSync(fd);
   } finally {
     closeSync(fd);
   }
+  return header.length + count * TENSOR_BYTES;
 }
 
 function fsyncFile(path: string): void {
@@ -135,15 +155,24 @@ export async function benchPull(): Promise<Figure[]> {
   const modelsDir = join(folder, 'models');
   mkdirSync(modelsDir);
   log(`writing a ${SIZE / MiB} MiB file`);
-  writeBenchFile(file);
+  SIZE = writeBenchFile(file);
   const server = spawnScript('pull-server', [file]);
+  const serverLog = new ServerLog(server);
+  let service: ServicePulls | null = null;
   try {
     const { url } = await firstJsonLine<{ url: string }>(server);
+    service = await ServicePulls.start(join(folder, 'service'), url);
+    const pulls = service;
+    const throughService: number[] = [];
     const lmsp: Timing[] = [];
     const curl: Timing[] = [];
     const curlPlain: Timing[] = [];
     const nodeHttp: Timing[] = [];
     const one = {
+      service: async () => {
+        settleDisk();
+        throughService.push(await pulls.timeOne());
+      },
       node: async () => {
         settleDisk();
         nodeHttp.push(await timeNodeHttp(url));
@@ -166,11 +195,12 @@ export async function benchPull(): Promise<Figure[]> {
     lmsp.length = 0;
     for (let run = 0; run < runs(); run++) {
       // Rotate which goes first, so that none always inherits another's dirty pages.
-      const order = (['curl', 'lmsp', 'node'] as const).map((_, i, sides) => sides[(i + run) % sides.length]!);
+      const order = (['curl', 'lmsp', 'node', 'service'] as const).map((_, i, sides) => sides[(i + run) % sides.length]!);
       for (const side of order) await one[side]();
       log(`pull run ${run + 1}: lmsp ${lmsp.at(-1)!.wall.toFixed(0)} ms (cpu ${lmsp.at(-1)!.cpu.toFixed(0)} ms), curl ${curl.at(-1)!.wall.toFixed(0)} ms ` +
         `(${curlPlain.at(-1)!.wall.toFixed(0)} ms before its fsync; cpu ${curl.at(-1)!.cpu.toFixed(0)} ms), ` +
-        `node:http reading alone ${nodeHttp.at(-1)!.wall.toFixed(0)} ms (cpu ${nodeHttp.at(-1)!.cpu.toFixed(0)} ms)`);
+        `node:http reading alone ${nodeHttp.at(-1)!.wall.toFixed(0)} ms (cpu ${nodeHttp.at(-1)!.cpu.toFixed(0)} ms), ` +
+        `through the service ${throughService.at(-1)!.toFixed(0)} ms`);
     }
     const mbps = (ms: number) => SIZE / MiB / (ms / 1000);
     const walls = (timings: Timing[]) => timings.map((timing) => timing.wall);
@@ -179,9 +209,36 @@ export async function benchPull(): Promise<Figure[]> {
     const baseline = mbps(median(walls(curl)));
     const resume = await measureResume(url, modelsDir);
     log(`resume: ${resume.partial} bytes kept, ${resume.transferred} fetched; re-hash ${resume.rehashMs.toFixed(0)} ms`);
+    const viaService = mbps(median(throughService));
+    const killed = await pulls.killAtHalf(SIZE, serverLog);
+    log(`service killed at ${killed.onDisk} bytes on disk; the restarted pull asked ${killed.range ?? 'for everything'} and fetched ${killed.fetchedAfter} bytes`);
     return [
       {
-        name: `pull of a ${SIZE / MiB} MiB file over loopback vs curl`,
+        name: `pull of a ${Math.round(SIZE / MiB)} MiB file through the service (POST to model.pull.completed) vs curl`,
+        value: viaService,
+        baseline,
+        unit: 'MiB/s',
+        ratio: viaService / baseline,
+        target: '>= 0.9x',
+        met: viaService / baseline >= 0.9,
+        how: 'POST /v1/models/pull, then its event stream to model.pull.completed (hash, validation, fsync, rename, registration) vs curl -o then fsync, same server process, alternated',
+        samples: { value: throughService.map(mbps), baseline: walls(curl).map(mbps) },
+        extra: { ratio_to_download_engine_alone: Math.round((viaService / value) * 100) / 100 },
+      },
+      {
+        name: 'bytes fetched after a SIGKILL of the service at 50% of a pull',
+        value: killed.fetchedAfter / MiB,
+        baseline: SIZE / MiB,
+        unit: 'MiB',
+        ratio: killed.fetchedAfter / SIZE,
+        target: 'only the bytes not on disk',
+        met: killed.fetchedAfter === SIZE - killed.onDisk && killed.range === `bytes=${killed.onDisk}-`,
+        how: 'kill -9 the service once half of the partial file is on disk, start it again; the file server logs the resumed request',
+        samples: { value: [killed.fetchedAfter / MiB], baseline: [SIZE / MiB] },
+        extra: { kept_mib: Math.round(killed.onDisk / MiB), requests_for_the_pull: killed.requests },
+      },
+      {
+        name: `pull of a ${Math.round(SIZE / MiB)} MiB file over loopback vs curl`,
         value,
         baseline,
         unit: 'MiB/s',
@@ -218,6 +275,7 @@ export async function benchPull(): Promise<Figure[]> {
       },
     ];
   } finally {
+    await service?.stop();
     await stopChild(server);
     rmSync(folder, { recursive: true, force: true });
   }

@@ -5,6 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { packagePath } from '../src/paths.js';
+import { benchChat } from './chat.js';
 import { benchCreates } from './creates.js';
 import { benchEmbeddings } from './embeddings.js';
 import { benchFootprint } from './footprint.js';
@@ -32,6 +33,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   embeddings: benchEmbeddings,
   grammar: benchGrammar,
   'grammar-service': benchGrammarService,
+  chat: benchChat,
 };
 
 function format(value: number, unit: string): string {

@@ -47,3 +47,8 @@ export type IdPrefix = 'resp' | 'task' | 'msg' | 'cli' | 'svc';
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${base62Time(Date.now(), ID_TIME_LENGTH)}${randomBase62(ID_RANDOM_LENGTH)}`;
 }
+
+/** LMSP 13: a chat completion's id, in OpenAI's form (`chatcmpl-...`). */
+export function newChatCompletionId(): string {
+  return `chatcmpl-${base62Time(Date.now(), ID_TIME_LENGTH)}${randomBase62(ID_RANDOM_LENGTH)}`;
+}

@@ -22,7 +22,9 @@ import { Store } from './store/index.js';
 import { newTaskMachine, type TaskCore } from './tasks/core.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
-import { Scheduler } from './tasks/scheduler.js';
+import { Scheduler, type SchedulerLog } from './tasks/scheduler.js';
+import { PullWorkers } from './tasks/pull-worker.js';
+import { pullSettingsFromEnvironment } from './models/pull-source.js';
 import { Maintenance } from './tasks/maintenance.js';
 import { retentionCutoff } from './tasks/sweeper.js';
 import { logTaskChanges } from './tasks/task-log.js';
@@ -74,6 +76,8 @@ export function openServiceStore(dataDir: string, bus: TaskEventBus): Store {
 }
 
 export async function startService(config: ServiceConfig, store: Store, bus: TaskEventBus, log: Logger): Promise<RunningService> {
+  // LMSP 5.1: LMSP_HF_ENDPOINT and HF_TOKEN; a malformed endpoint stops the start before anything is done.
+  const pullSettings = pullSettingsFromEnvironment();
   // LMSP_DEBUG_DB_MAX_PAGES: a database that cannot grow past this size behaves as on a full disk.
   if (config.debug.dbMaxPages > 0) store.db.sqlite.pragma(`max_page_count = ${config.debug.dbMaxPages}`);
   // WAL checkpoints belong to the maintenance worker (started below): on this connection a commit
@@ -118,11 +122,14 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     onModelLoad: (model, result) => metrics.observeModelLoad(model, result),
   });
   const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir) };
-  const scheduler = new Scheduler(core, { parallel: config.parallel, log: {
+  const workerLog: SchedulerLog = {
     info: (message, fields) => log.info(fields ?? {}, message),
     warn: (message, fields) => log.warn(fields ?? {}, message),
     error: (message, fields) => log.error(fields ?? {}, message),
-  } });
+  };
+  const scheduler = new Scheduler(core, { parallel: config.parallel, log: workerLog });
+  // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
+  const pulls = new PullWorkers(core, pullSettings, { log: workerLog });
   const maintenance = new Maintenance(
     { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
     config.sweepIntervalMs,
@@ -143,8 +150,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,
     metrics,
+    pulls,
   });
   scheduler.start();
+  pulls.start();
   if (!isLoopback(config.host)) {
     log.warn({ host: config.host }, 'listening beyond loopback: anyone who can reach this port can try pairing codes and use paired tokens');
   }
@@ -168,6 +177,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
       closing ??= (async () => {
         await app.close();
         await scheduler.stop();
+        await pulls.stop();
         await maintenance.stop();
         await engine.close();
         timeline.close();

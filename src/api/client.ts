@@ -154,6 +154,11 @@ export class LmspClient {
     return this.request('POST', `/v1/tasks/${encodeURIComponent(id)}/cancel`, undefined, options);
   }
 
+  /** LMSP 5.1: starts a pull; the answer (202) is its `model_pull` task. */
+  pullModel(body: { source: string; id?: string; digest?: string }, options?: RequestOptions): Promise<ApiAnswer<TaskObject>> {
+    return this.request('POST', '/v1/models/pull', body, options);
+  }
+
   async listModels(): Promise<ModelObject[]> {
     return (await this.request<{ data: ModelObject[] }>('GET', '/v1/models')).body.data;
   }

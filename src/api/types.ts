@@ -139,7 +139,10 @@ export interface ServiceObject {
   protocol: 'lmsp';
   protocol_version: '1.0';
   software: { name: 'lmsp'; version: string };
-  capabilities: { background: boolean; stream: boolean; resume: boolean; idempotency: boolean };
+  capabilities: {
+    background: boolean; stream: boolean; resume: boolean; idempotency: boolean; chat_completions: boolean;
+    embeddings: boolean; structured_output: boolean; tools: boolean; model_pull: boolean;
+  };
 }
 
 export interface ModelObject {

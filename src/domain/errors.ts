@@ -74,6 +74,13 @@ export const ERROR_CODES = {
     type: 'conflict_error',
     message: 'A request with this Idempotency-Key is still being processed.',
   },
+  // LMSP 13: a chat completion answers its task's end in the HTTP status, as OpenAI's API does.
+  task_cancelled: {
+    status: 409,
+    type: 'conflict_error',
+    message: 'The task of this request was cancelled before it finished.',
+    retryable: false,
+  },
   request_timeout: { status: 408, type: 'invalid_request_error', message: 'The request was not received in time.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
   misdirected_request: {
@@ -96,6 +103,7 @@ export const ERROR_CODES = {
   too_many_streams: { status: 429, type: 'rate_limit_error', message: 'Too many open event streams; close one and try again.' },
   too_many_tasks: { status: 429, type: 'rate_limit_error', message: 'Too many unfinished tasks; wait for some to finish.' },
   internal_error: { status: 500, type: 'server_error', message: 'The service failed unexpectedly.' },
+  task_failed: { status: 500, type: 'server_error', message: 'The task of this request failed.', retryable: false },
   storage_unavailable: {
     status: 503,
     type: 'server_error',
@@ -116,6 +124,7 @@ export const TASK_ERROR_CODES = [
   // LMSP 5.1: a model pull fails with these as well.
   'download_failed',
   'invalid_model_file',
+  'model_exists',
 ] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 

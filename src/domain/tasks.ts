@@ -17,8 +17,11 @@
  */
 import type { TaskErrorCode } from './errors.js';
 
-export const TASK_KINDS = ['response'] as const;
+export const TASK_KINDS = ['response', 'chat_completion', 'model_pull'] as const;
 export type TaskKind = (typeof TASK_KINDS)[number];
+
+/** Kinds whose tasks download rather than generate: their own workers run them, beside the generation slots (LMSP 5.1). */
+export const PULL_KINDS = ['model_pull'] as const satisfies readonly TaskKind[];
 
 export const TASK_STATUSES = ['queued', 'loading', 'running', 'cancelling', 'completed', 'failed', 'cancelled'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];

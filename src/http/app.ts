@@ -19,7 +19,9 @@ import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
 import { registerModelRoutes } from './routes/models.js';
+import { registerPullRoutes } from './routes/pulls.js';
 import { registerClientRoutes } from './routes/clients.js';
+import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
 
@@ -183,7 +185,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   registerResponseRoutes(app, context);
   registerTaskRoutes(app, context);
   registerModelRoutes(app, context);
+  registerPullRoutes(app, context);
   registerClientRoutes(app, context);
+  registerChatCompletionRoutes(app, context);
   return app;
 }
 

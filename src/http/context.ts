@@ -6,6 +6,7 @@ import type { Client, Scope } from '../domain/clients.js';
 import type { ConnectionRegistry } from './connections.js';
 import type { TaskCore } from '../tasks/core.js';
 import type { Scheduler } from '../tasks/scheduler.js';
+import type { PullWorkers } from '../tasks/pull-worker.js';
 import type { ServiceMetrics } from './metrics.js';
 
 export interface AppContext {
@@ -21,6 +22,8 @@ export interface AppContext {
   heartbeatMs: number;
   /** The service's metrics (LMSP 15); an app built without them counts HTTP and stored tasks only. */
   metrics?: ServiceMetrics;
+  /** The model pull workers (LMSP 5.1); an app built without them does not serve POST /v1/models/pull. */
+  pulls?: PullWorkers;
 }
 
 /** What a route requires: a scope, any valid token, or nothing (LMSP section 4). */

@@ -195,3 +195,15 @@ export const pairBody = {
     client_name: { type: 'string', minLength: 1, maxLength: 200 },
   },
 } as const;
+
+/** `POST /v1/models/pull` (LMSP 5.1); the source itself is checked by models/pull-source.ts. */
+export const pullModelBody = {
+  type: 'object',
+  required: ['source'],
+  properties: {
+    source: { type: 'string', minLength: 1, description: 'hf:OWNER/REPO/FILE.gguf[@REVISION] or an https:// URL of a GGUF file.' },
+    id: { type: 'string', minLength: 1, maxLength: 128 },
+    digest: { type: 'string', description: 'sha256:<64 hex digits>; a file with another digest fails the pull.' },
+    on_restart: { type: 'string', enum: ['fail', 'retry', 'resume'] },
+  },
+} as const;

@@ -1,9 +1,11 @@
 /** The store: the only code that touches SQLite. One instance per open database. */
 import { Database, type OpenOptions, type WriteContext } from './db.js';
+import { ChatCompletionTable } from './chat-completions.js';
 import { ClientTable } from './clients.js';
 import { EventTable } from './events.js';
 import { IdempotencyTable, runIdempotent, type IdempotencyKey, type IdempotentOutcome, type Recording } from './idempotency.js';
 import { ModelTable } from './models.js';
+import { ModelPullTable } from './model-pulls.js';
 import { PairingCodeTable } from './pairing-codes.js';
 import { ResponseTable } from './responses.js';
 import { RetentionTable } from './retention.js';
@@ -24,6 +26,8 @@ export class Store {
   readonly retention: RetentionTable;
   readonly lifecycle: TaskLifecycle;
   readonly taskCounts: TaskCountTable;
+  readonly chatCompletions: ChatCompletionTable;
+  readonly pulls: ModelPullTable;
 
   constructor(readonly db: Database, notifier: TaskNotifier = { taskChanged: () => {} }) {
     const sqlite = db.sqlite;
@@ -35,9 +39,11 @@ export class Store {
     this.tasks = new TaskTable(sqlite);
     this.events = new EventTable(sqlite);
     this.idempotency = new IdempotencyTable(sqlite);
+    this.chatCompletions = new ChatCompletionTable(sqlite);
     this.retention = new RetentionTable(sqlite, this.events);
-    this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier);
+    this.lifecycle = new TaskLifecycle(this.responses, this.tasks, this.events, notifier, this.chatCompletions);
     this.taskCounts = new TaskCountTable(sqlite);
+    this.pulls = new ModelPullTable(sqlite);
   }
 
   static open(dataDir: string, options: OpenOptions & { notifier?: TaskNotifier } = {}): Store {

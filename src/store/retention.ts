@@ -36,26 +36,34 @@ export class RetentionTable {
   private readonly ephemeralFinishedStatement;
   private readonly deleteTaskStatement;
   private readonly deleteResponseStatement;
+  private readonly ephemeralCompletionsStatement;
+  private readonly deleteCompletionStatement;
   private readonly countOldStatement;
   private readonly countEphemeralStatement;
   private readonly anythingExpiredStatement;
 
   constructor(db: Sqlite, private readonly events: EventTable) {
-    this.oldFinishedStatement = db.prepare<[number, number], { id: string; response_id: string }>(`
-      SELECT id, response_id FROM tasks
+    this.oldFinishedStatement = db.prepare<[number, number], { id: string; response_id: string | null; completion_id: string | null }>(`
+      SELECT id, response_id, completion_id FROM tasks
       WHERE finished_at IS NOT NULL AND finished_at < ? AND ${FINAL}
       ORDER BY finished_at LIMIT ?`);
-    this.ephemeralFinishedStatement = db.prepare<[number], { id: string; response_id: string }>(`
-      SELECT t.id, t.response_id FROM responses r JOIN tasks t ON t.response_id = r.id
+    this.ephemeralFinishedStatement = db.prepare<[number], { id: string; response_id: string | null; completion_id: string | null }>(`
+      SELECT t.id, t.response_id, NULL AS completion_id FROM responses r JOIN tasks t ON t.response_id = r.id
       WHERE r.store = 0 AND ${FINAL_T} LIMIT ?`);
+    // LMSP 13: `store: false` chat completions, left finished by a crash before they were deleted.
+    this.ephemeralCompletionsStatement = db.prepare<[number], { id: string; response_id: string | null; completion_id: string | null }>(`
+      SELECT t.id, NULL AS response_id, t.completion_id FROM chat_completions c JOIN tasks t ON t.completion_id = c.id
+      WHERE c.store = 0 AND ${FINAL_T} LIMIT ?`);
+    this.deleteCompletionStatement = db.prepare('DELETE FROM chat_completions WHERE id = ?');
     this.deleteTaskStatement = db.prepare(`DELETE FROM tasks WHERE id = ? AND ${FINAL}`);
     this.deleteResponseStatement = db.prepare('DELETE FROM responses WHERE id = ?');
     this.countOldStatement = db.prepare<[number], { tasks: number; events: number | null }>(`
       SELECT count(*) AS tasks, sum(last_sequence_number) AS events FROM tasks
       WHERE finished_at IS NOT NULL AND finished_at < ? AND ${FINAL}`);
     this.countEphemeralStatement = db.prepare<[], { tasks: number; events: number | null }>(`
-      SELECT count(*) AS tasks, sum(t.last_sequence_number) AS events FROM responses r JOIN tasks t ON t.response_id = r.id
-      WHERE r.store = 0 AND ${FINAL_T}`);
+      SELECT count(*) AS tasks, sum(t.last_sequence_number) AS events FROM tasks t
+      WHERE ${FINAL_T} AND (t.response_id IN (SELECT id FROM responses WHERE store = 0)
+        OR t.completion_id IN (SELECT id FROM chat_completions WHERE store = 0))`);
     // Every branch is an indexed probe that stops at the first row: cheap enough to ask before
     // deciding whether a sweep is worth starting at all.
     this.anythingExpiredStatement = db.prepare<{ cutoff: number | null; now: number }, number>(`
@@ -63,6 +71,8 @@ export class RetentionTable {
                        AND ${FINAL})
           OR EXISTS (SELECT 1 FROM responses r JOIN tasks t ON t.response_id = r.id
                      WHERE r.store = 0 AND ${FINAL_T})
+          OR EXISTS (SELECT 1 FROM chat_completions c JOIN tasks t ON t.completion_id = c.id
+                     WHERE c.store = 0 AND ${FINAL_T})
           OR EXISTS (SELECT 1 FROM idempotency_keys WHERE expires_at <= @now)
           OR EXISTS (SELECT 1 FROM pairing_codes WHERE expires_at < @now)`).pluck();
   }
@@ -83,6 +93,7 @@ export class RetentionTable {
     let events = 0;
     const candidates = [
       ...this.ephemeralFinishedStatement.all(maxRows),
+      ...this.ephemeralCompletionsStatement.all(maxRows),
       ...(cutoff === null ? [] : this.oldFinishedStatement.all(cutoff, maxRows)),
     ];
     for (const candidate of candidates) {
@@ -92,7 +103,8 @@ export class RetentionTable {
       events += deleted;
       if (rows >= maxRows) break;
       if (this.deleteTaskStatement.run(candidate.id).changes > 0) {
-        this.deleteResponseStatement.run(candidate.response_id);
+        if (candidate.response_id !== null) this.deleteResponseStatement.run(candidate.response_id);
+        if (candidate.completion_id !== null) this.deleteCompletionStatement.run(candidate.completion_id);
         rows += 2;
         tasks += 1;
       }

@@ -13,6 +13,7 @@
 import { assertTransition, canTransition, isFinal, type EventDraft, type Task, type TaskStatus } from '../domain/tasks.js';
 import { nowSeconds } from '../time.js';
 import type { WriteContext } from './db.js';
+import type { ChatCompletionTable } from './chat-completions.js';
 import type { EventTable } from './events.js';
 import type { ResponseTable } from './responses.js';
 import type { TaskTable } from './tasks.js';
@@ -28,6 +29,7 @@ export class TaskLifecycle {
     private readonly tasks: TaskTable,
     private readonly events: EventTable,
     private readonly notifier: TaskNotifier,
+    private readonly chatCompletions: ChatCompletionTable | null = null,
   ) {}
 
   private append(task: Task, firstSequence: number, drafts: readonly EventDraft[], at: number): void {
@@ -73,13 +75,14 @@ export class TaskLifecycle {
     return next;
   }
 
-  /** Deletes a finished task with its events and its response (LMSP 6: DELETE, `store: false`). */
+  /** Deletes a finished task with its events and its response or chat completion (LMSP 6, 13: DELETE, `store: false`). */
   deleteFinished(taskId: string): boolean {
     const task = this.tasks.get(taskId);
     if (!task || !isFinal(task.status)) return false;
     this.events.deleteForTask(task.id);
     this.tasks.delete(task.id);
     if (task.responseId !== null) this.responses.delete(task.responseId);
+    if (task.completionId !== null) this.chatCompletions?.delete(task.completionId);
     return true;
   }
 }

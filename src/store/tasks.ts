@@ -1,7 +1,7 @@
 /** The `tasks` table. Status changes are made only through the lifecycle (task-lifecycle.ts). */
 import type { TaskErrorCode } from '../domain/errors.js';
 import type { ResponseHeader } from '../domain/responses.js';
-import { UNFINISHED_STATUSES, type FinishReason, type RestartPolicy, type Task, type TaskKind, type TaskStatus } from '../domain/tasks.js';
+import { PULL_KINDS, UNFINISHED_STATUSES, type FinishReason, type RestartPolicy, type Task, type TaskKind, type TaskStatus } from '../domain/tasks.js';
 import type { Sqlite } from './db.js';
 import { changedAtRecoverySql, oneOf, unchangedAtRecoverySql } from './sql.js';
 import { RESPONSE_HEADER_COLUMNS, toResponseHeader, type DbResponseHeader } from './responses.js';
@@ -97,6 +97,7 @@ export class TaskTable {
   private readonly insertStatement;
   private readonly getStatement;
   private readonly getByResponseStatement;
+  private readonly getByCompletionStatement;
   private readonly updateStatement;
   private readonly listAscStatement;
   private readonly listDescStatement;
@@ -112,9 +113,12 @@ export class TaskTable {
   private readonly clientsWithQueuedStatement;
 
   constructor(db: Sqlite) {
+    // The generation slots never take a pull: pulls have workers of their own (LMSP 5.1).
+    const pullTask = oneOf('kind', PULL_KINDS);
     this.insertStatement = db.prepare(`INSERT INTO tasks (${COLUMNS}) VALUES (${COLUMNS.split(',').map((c) => `@${c.trim()}`).join(', ')})`);
     this.getStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE id = ?');
     this.getByResponseStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE response_id = ?');
+    this.getByCompletionStatement = db.prepare<[string], DbTask>('SELECT * FROM tasks WHERE completion_id = ?');
     this.updateStatement = db.prepare(`
       UPDATE tasks SET status = @status, attempt = @attempt, restarts = @restarts, started_at = @started_at,
         finished_at = @finished_at, last_sequence_number = @last_sequence_number, output_start_seq = @output_start_seq,
@@ -128,15 +132,16 @@ export class TaskTable {
     this.listDescStatement = db.prepare<object, DbTask>(
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
     this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
-      SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)}
+      SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)} AND NOT ${pullTask}
         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     // The tasks recovery changes (the rule is the domain's RECOVERY table), each with its
-    // response's header, which its events carry. A window of positions at a time, in creation
-    // order whatever the status: one transaction then writes the events of neighbouring tasks
-    // (neighbouring pages), and the merge of the ranges of tasks_unfinished stays small.
+    // response's header, which its events carry (null for tasks of other kinds). A window of
+    // positions at a time, in creation order whatever the status: one transaction then writes the
+    // events of neighbouring tasks (neighbouring pages), and the merge of the ranges of
+    // tasks_unfinished stays small.
     this.toRecoverStatement = db.prepare<[number, number], { tasks: DbTask; responses: DbResponseHeader }>(`
       SELECT t.*, ${RESPONSE_HEADER_COLUMNS.map((column) => `r.${column}`).join(', ')}
-      FROM tasks t JOIN responses r ON r.id = t.response_id
+      FROM tasks t LEFT JOIN responses r ON r.id = t.response_id
       WHERE ${changedAtRecoverySql('t.')} AND t.seq > ? AND t.seq <= ?
       ORDER BY t.seq`).expand();
     this.maxSeqStatement = db.prepare<[], number | null>('SELECT max(seq) FROM tasks').pluck();
@@ -150,10 +155,10 @@ export class TaskTable {
     this.unfinishedForClientStatement = db.prepare<[string], number>(
       `SELECT count(*) FROM tasks WHERE client_id = ? AND ${unfinished}`).pluck();
     this.oldestQueuedOfClientStatement = db.prepare<[string, string], DbTask>(`
-      SELECT * FROM tasks WHERE client_id = ? AND status = 'queued' AND ${unfinished}
+      SELECT * FROM tasks WHERE client_id = ? AND status = 'queued' AND ${unfinished} AND NOT ${pullTask}
         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     this.clientsWithQueuedStatement = db.prepare<[], { client_id: string; first: number }>(`
-      SELECT client_id, min(seq) AS first FROM tasks WHERE status = 'queued' AND ${unfinished} GROUP BY client_id ORDER BY first`);
+      SELECT client_id, min(seq) AS first FROM tasks WHERE status = 'queued' AND ${unfinished} AND NOT ${pullTask} GROUP BY client_id ORDER BY first`);
   }
 
   insert(task: Task): number {
@@ -167,6 +172,11 @@ export class TaskTable {
 
   getByResponse(responseId: string): Task | null {
     const row = this.getByResponseStatement.get(responseId);
+    return row ? toTask(row) : null;
+  }
+
+  getByCompletion(completionId: string): Task | null {
+    const row = this.getByCompletionStatement.get(completionId);
     return row ? toTask(row) : null;
   }
 
@@ -189,10 +199,13 @@ export class TaskTable {
 
   /**
    * The tasks that recovery changes (LMSP 11.3, 7.5) with a position in (afterSeq, throughSeq],
-   * in creation order, each with its response's header.
+   * in creation order, each with its response's header (null for a task of another kind).
    */
-  toRecover(afterSeq: number, throughSeq: number): Array<{ task: Task; header: ResponseHeader }> {
-    return this.toRecoverStatement.all(afterSeq, throughSeq).map((row) => ({ task: toTask(row.tasks), header: toResponseHeader(row.responses) }));
+  toRecover(afterSeq: number, throughSeq: number): Array<{ task: Task; header: ResponseHeader | null }> {
+    return this.toRecoverStatement.all(afterSeq, throughSeq).map((row) => ({
+      task: toTask(row.tasks),
+      header: row.responses.id === null ? null : toResponseHeader(row.responses),
+    }));
   }
 
   /** The newest task's position; 0 when there is none. */

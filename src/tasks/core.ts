@@ -6,6 +6,8 @@ import type { Engine } from '../engine/engine.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { Store } from '../store/index.js';
 import type { TaskEventBus } from './event-bus.js';
+import { chatCompletionKind } from './chat-completion-kind.js';
+import { pullKind } from './pull-kind.js';
 import { responseKind } from './response-kind.js';
 import { TaskMachine } from './task-machine.js';
 
@@ -21,5 +23,5 @@ export interface TaskCore {
 
 /** The state machine with every kind of task this build serves. */
 export function newTaskMachine(store: Store): TaskMachine {
-  return new TaskMachine(store).register(responseKind(store));
+  return new TaskMachine(store).register(responseKind(store)).register(chatCompletionKind(store)).register(pullKind(store));
 }

@@ -24,10 +24,11 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
   for (let after = 0; after < last; after += WINDOW) {
     store.db.transaction((context) => {
       for (const { task, header } of store.tasks.toRecover(after, after + WINDOW)) {
-        const outcome = machine.recover(context, task, maxRestarts, header);
+        const outcome = machine.recover(context, task, maxRestarts, header ?? undefined);
         report[outcome] += 1;
-        // `store: false` responses that have now finished are not kept (LMSP section 6).
-        if ((outcome === 'failed' || outcome === 'cancelled') && !header.store) {
+        // `store: false` responses and chat completions that have now finished are not kept (LMSP 6, 13).
+        const kept = header ? header.store : task.completionId === null || (store.chatCompletions.getHeader(task.completionId)?.store ?? true);
+        if ((outcome === 'failed' || outcome === 'cancelled') && !kept) {
           store.lifecycle.deleteFinished(task.id);
           report.deletedEphemeral += 1;
         }

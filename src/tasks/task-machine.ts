@@ -44,6 +44,8 @@ export interface TaskKindHandler<S> {
     cancelled(subject: S, text: string): EventDraft[];
     requeued(subject: S, text: string): EventDraft[];
     resumed(subject: S, text: string): EventDraft[];
+    /** For kinds that report progress other than output (a pull's bytes): what a report writes. */
+    progress?(subject: S, report: unknown): EventDraft[];
   };
 }
 
@@ -127,6 +129,18 @@ export class TaskMachine {
       ? handler.events.output(handler.load(task), text, tokens, units, task)
       : [];
     return this.store.lifecycle.record(context, task, { outputTokens: task.outputTokens + tokens.length }, drafts) !== null;
+  }
+
+  /**
+   * Logs a progress report of a kind that has them (a pull's bytes), without a status change;
+   * only while running. False when the task has moved on and nothing was written.
+   */
+  recordProgress(context: WriteContext, taskId: string, report: unknown): boolean {
+    const task = this.store.tasks.get(taskId);
+    if (!task || task.status !== 'running') return false;
+    const handler = this.handler(task);
+    const drafts = handler.events.progress?.(handler.load(task), report) ?? [];
+    return drafts.length === 0 || this.store.lifecycle.record(context, task, {}, drafts) !== null;
   }
 
   /** running -> completed; a task whose cancel was accepted first ends cancelled instead (LMSP 7.4). */

@@ -14,8 +14,11 @@ const SPEC_HTTP_CODES: Record<string, number> = {
 };
 
 const SPEC_TASK_CODES = ['server_restarted', 'model_not_found', 'model_load_failed', 'model_digest_mismatch', 'context_length_exceeded', 'engine_error', 'download_failed'];
-/** LMSP 5.1: a pulled file is "validated as above", which fails with the registry's code. */
-const PULL_TASK_CODES = ['invalid_model_file'];
+/**
+ * LMSP 5.1: a pulled file is "validated as above", which fails with the registry's code; and an
+ * id registered by someone else while the pull ran fails it with the code the create would get.
+ */
+const PULL_TASK_CODES = ['invalid_model_file', 'model_exists'];
 
 describe('error codes (LMSP section 9)', () => {
   test('every code the spec names exists with its status', () => {

@@ -11,7 +11,10 @@ describe('service identity (LMSP section 3)', () => {
     assert.equal(body.protocol, 'lmsp');
     assert.equal(body.protocol_version, '1.0');
     assert.match(String(body.id), /^svc_[0-9A-Za-z]{24,}$/);
-    assert.deepEqual(body.capabilities, { background: true, stream: true, resume: true, idempotency: true });
+    assert.deepEqual(body.capabilities, {
+      background: true, stream: true, resume: true, idempotency: true, chat_completions: true,
+      embeddings: false, structured_output: true, tools: true, model_pull: true,
+    });
     assert.deepEqual(Object.keys(body.software as object).sort(), ['name', 'version']);
     assert.equal(typeof body.name, 'string');
     await service.kill();

@@ -190,7 +190,7 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         await page.getByLabel('Source').fill('hf:lmsp/tiny/lmsp-tiny.gguf');
         await page.getByLabel('Model id').fill('pulled-tiny');
         await page.getByRole('button', { name: 'Pull' }).click();
-        await page.getByText('Pull started').waitFor();
+        await page.getByText(/^Pull started as task /).waitFor();
         await page.locator('.pull-progress progress').first().waitFor({ timeout: 30_000 });
         await screenshot(page, 'model-pull-progress');
         await assertAccessible(page, 'models (pulling)');

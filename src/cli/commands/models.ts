@@ -15,6 +15,7 @@ import { listModels, registerModel, removeModel, verifyModel, type ModelOutcome 
 import {
   action, openOffline, printJson, serviceClient, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
+import { registerModelPull } from './pull.js';
 
 /** A progress bar on stderr while a file is hashed (none when not a terminal or with --json). */
 function hashingProgress(label: string, total: number, quiet: boolean): { onProgress: HashProgress | undefined; stop: () => void } {
@@ -90,6 +91,8 @@ export function registerModels(program: Command): void {
       if (options.json) printJson(model);
       else process.stdout.write(`registered ${model.id}: ${model.digest} (${model.architecture}, ${model.quantization}, context ${model.context_length})\n`);
     }));
+
+  registerModelPull(models);
 
   withCommonOptions(models.command('ls').description('list registered models'))
     .action(action(async (options: CommonOptions) => {

@@ -12,7 +12,10 @@ export function registerServiceRoutes(app: FastifyInstance, context: AppContext)
     protocol: 'lmsp',
     protocol_version: '1.0',
     software: { name: 'lmsp', version: SOFTWARE_VERSION },
-    capabilities: { background: true, stream: true, resume: true, idempotency: true },
+    capabilities: {
+      background: true, stream: true, resume: true, idempotency: true, chat_completions: true,
+      embeddings: false, structured_output: true, tools: true, model_pull: context.pulls !== undefined,
+    },
   }));
 
   app.get('/v1/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());

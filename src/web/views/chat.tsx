@@ -66,7 +66,7 @@ export function ChatView({ completionId }: { completionId: string | null }) {
   const { session } = useApp();
   // A service without the route is asked once, not every few seconds.
   const [missing, setMissing] = useState(false);
-  const list = usePoll(() => request<List<ChatCompletion>>(session, 'GET', 'v1/chat/completions?limit=50'), missing ? null : REFRESH_MS * 2, []);
+  const list = usePoll(() => request<List<ChatCompletion>>(session, 'GET', 'v1/chat/completions?limit=50&order=desc'), missing ? null : REFRESH_MS * 2, []);
   useEffect(() => {
     if (isMissingRoute(list.error)) setMissing(true);
   }, [list.error]);

@@ -1,0 +1,130 @@
+/**
+ * The events of a chat completion's task (LMSP 13): the status events carry the completion as it
+ * is then, `chat.completion.chunk` carries each chunk exactly as it is streamed, and the terminal
+ * `chat.completion.completed` the whole completion. Pure functions, like response-events.ts:
+ * each returns the drafts the store appends in the transaction of the change they belong to.
+ */
+import type { ChatCompletionHeader, ChatToolCall } from '../domain/chat-completions.js';
+import type { ErrorBody } from '../domain/errors.js';
+import type { EventDraft, FinishReason, LoggedEvent } from '../domain/tasks.js';
+import {
+  chatFinishReason, toChatCompletionObject, toChunk, toolCallId, toUsageChunk, type ChatCompletionChunk, type ChatToolCallDelta,
+} from './chat-completions.js';
+
+/** What an output unit of the engine carries of tool calls (structurally, without importing the engine). */
+export interface ToolCallPieces {
+  toolCalls?: ReadonlyArray<{ index: number; name: string; arguments: string }>;
+}
+
+export const CHAT_CHUNK_EVENT = 'chat.completion.chunk';
+
+/** The event that carries generated text, and where in its payload the text is. */
+export const CHAT_TEXT_DELTA = { type: CHAT_CHUNK_EVENT, path: '$.chunk.choices[0].delta.content' } as const;
+
+export const CHAT_TERMINAL_EVENTS = ['chat.completion.completed', 'chat.completion.failed', 'chat.completion.cancelled'] as const;
+
+function withCompletion(type: string, header: ChatCompletionHeader, text: string, toolCalls: readonly ChatToolCall[] = []): EventDraft {
+  return { type, payload: (task) => ({ completion: toChatCompletionObject(header, task, text, toolCalls) }) };
+}
+
+function chunkEvent(chunk: (attempt: number) => ChatCompletionChunk, tokens?: readonly number[]): EventDraft {
+  return { type: CHAT_CHUNK_EVENT, payload: (task) => ({ chunk: chunk(task.attempt) }), ...(tokens ? { tokens } : {}) };
+}
+
+/**
+ * The tool call deltas of some output units, those of one call joined. `announced` holds the
+ * calls already named in this attempt's chunks: only a call's first delta carries its id and
+ * name (clients such as LangChain join repeated names), and it is marked here.
+ */
+function toolCallDeltas(header: ChatCompletionHeader, units: readonly ToolCallPieces[], announced: Set<number>, attempt: number): ChatToolCallDelta[] {
+  const deltas: ChatToolCallDelta[] = [];
+  for (const unit of units) {
+    for (const call of unit.toolCalls ?? []) {
+      const last = deltas.at(-1);
+      if (last && last.index === call.index) {
+        last.function.arguments += call.arguments;
+        continue;
+      }
+      if (announced.has(call.index)) {
+        deltas.push({ index: call.index, function: { arguments: call.arguments } });
+      } else {
+        announced.add(call.index);
+        deltas.push({ index: call.index, id: toolCallId(header.id, attempt, call.index), type: 'function', function: { name: call.name, arguments: call.arguments } });
+      }
+    }
+  }
+  return deltas;
+}
+
+export const chatCompletionEvents = {
+  created: (header: ChatCompletionHeader): EventDraft[] => [withCompletion('chat.completion.created', header, '')],
+  loading: (header: ChatCompletionHeader): EventDraft[] => [withCompletion('chat.completion.loading', header, '')],
+
+  /** Running, and the first chunk, which names the role (as OpenAI's stream does). */
+  running: (header: ChatCompletionHeader): EventDraft[] => [
+    withCompletion('chat.completion.in_progress', header, ''),
+    chunkEvent(() => toChunk(header, { role: 'assistant', content: '', refusal: null }, null)),
+  ],
+
+  /**
+   * Generated output: a chunk of content, a chunk of tool call deltas, or both in that order;
+   * the first carries the token ids of the whole batch (the resume snapshot, LMSP 7.5).
+   */
+  output: (header: ChatCompletionHeader, text: string, tokens: readonly number[], units: readonly ToolCallPieces[],
+    attempt: number, announced: Set<number>): EventDraft[] => {
+    const calls = toolCallDeltas(header, units, announced, attempt);
+    const drafts: EventDraft[] = [];
+    if (text !== '' || calls.length === 0) drafts.push(chunkEvent(() => toChunk(header, { content: text }, null)));
+    if (calls.length > 0) drafts.push(chunkEvent(() => toChunk(header, { tool_calls: calls }, null)));
+    drafts[0] = { ...drafts[0]!, tokens };
+    return drafts;
+  },
+
+  /** The last chunk with its finish reason, the usage chunk when asked for, then the whole completion. */
+  finished: (header: ChatCompletionHeader, text: string, finishReason: FinishReason, toolCalls: readonly { name: string; arguments: string }[]): EventDraft[] => {
+    const reason = chatFinishReason({ status: 'completed', finishReason }, toolCalls.length);
+    const drafts: EventDraft[] = [chunkEvent(() => toChunk(header, {}, reason))];
+    if (header.includeUsage) drafts.push({ type: CHAT_CHUNK_EVENT, payload: (task) => ({ chunk: toUsageChunk(header, task) }) });
+    drafts.push({
+      type: 'chat.completion.completed',
+      payload: (task) => ({
+        completion: toChatCompletionObject(header, task, text,
+          toolCalls.map((call, index) => ({ id: toolCallId(header.id, task.attempt, index), name: call.name, arguments: call.arguments }))),
+      }),
+    });
+    return drafts;
+  },
+
+  failed: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.failed', header, text)],
+  cancelling: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.cancelling', header, text)],
+  cancelled: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.cancelled', header, text)],
+  /** Queued again after a restart (LMSP 7.5); under retry the earlier output is dropped. */
+  requeued: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.queued', header, text)],
+  /** Continued from its snapshot after a restart (LMSP 7.5). */
+  resumed: (header: ChatCompletionHeader, text: string): EventDraft[] => [{
+    type: 'chat.completion.resumed',
+    payload: (task) => ({ completion: toChatCompletionObject(header, task, text, []), completion_tokens: task.outputTokens }),
+  }],
+};
+
+const CHUNK_PREFIX = '{"chunk":';
+
+/**
+ * The `data:` frame a logged event becomes in a chat completion's stream (LMSP 13), if any: a
+ * chunk as it was logged, `[DONE]` after the completed event, an error frame (`error()`) after a
+ * failed or cancelled one. The status events are the log's, not the stream's.
+ */
+export function chatStreamFrame(event: LoggedEvent, error: () => ErrorBody): string | null {
+  switch (event.type) {
+    case CHAT_CHUNK_EVENT:
+      // The payload is `{"chunk":<chunk>}`: the chunk's JSON as stored, without parsing it again.
+      return `data: ${event.data.startsWith(CHUNK_PREFIX) ? event.data.slice(CHUNK_PREFIX.length, -1) : event.data}\n\n`;
+    case 'chat.completion.completed':
+      return 'data: [DONE]\n\n';
+    case 'chat.completion.failed':
+    case 'chat.completion.cancelled':
+      return `data: ${JSON.stringify(error())}\n\n`;
+    default:
+      return null;
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * `lmsp models pull SOURCE [--id ID] [--digest sha256:HEX]` (LMSP 5.1). With the service running,
+ * the pull is a task of the service: the command starts it through the API and follows its events
+ * with a progress bar. With the service stopped, the command takes the data directory's lock and
+ * runs the same task through the task core itself. Either way Ctrl-C cancels the pull (a second
+ * one leaves at once), and `--json` prints the registered model.
+ */
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import type { LmspClient } from '../../api/client.js';
+import type { ModelObject, TaskEvent, TaskObject } from '../../api/types.js';
+import { toModelObject, toTaskObject } from '../../api/views.js';
+import { ensureOperatorToken } from '../../auth/clients.js';
+import { pullSettingsFromEnvironment } from '../../models/pull-source.js';
+import { lockDataDir } from '../../store/lock.js';
+import { createPull, PULL_CANCELLED, runPull } from '../../tasks/pulls.js';
+import { action, CliError, dataDirOf, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+
+interface PullOptions extends CommonOptions {
+  id?: string;
+  digest?: string;
+}
+
+/** Exit status of a pull cancelled by Ctrl-C, as a shell reports a command stopped by SIGINT. */
+const EXIT_CANCELLED = 130;
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+function formatDuration(seconds: number): string {
+  const whole = Math.max(0, Math.ceil(seconds));
+  if (whole < 60) return `${whole}s`;
+  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`;
+  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+/** The progress bar on stderr: bytes, rate and time left (none when not a terminal, or with --json). */
+class PullBar {
+  private bar: cliProgress.SingleBar | null = null;
+  private last: { bytes: number; at: number } | null = null;
+  private rate = 0;
+
+  constructor(private readonly label: string, private readonly quiet: boolean) {}
+
+  update(downloaded: number, total: number | null): void {
+    if (this.quiet || !process.stderr.isTTY) return;
+    const now = performance.now();
+    if (this.last && now > this.last.at && downloaded >= this.last.bytes) {
+      const current = ((downloaded - this.last.bytes) * 1000) / (now - this.last.at);
+      this.rate = this.rate === 0 ? current : 0.7 * this.rate + 0.3 * current;
+    }
+    this.last = { bytes: downloaded, at: now };
+    const left = total !== null && this.rate > 0 ? formatDuration((total - downloaded) / this.rate) : '-';
+    const payload = { done: formatBytes(downloaded), size: total === null ? '?' : formatBytes(total), rate: `${formatBytes(Math.round(this.rate))}/s`, left };
+    if (!this.bar) {
+      this.bar = new cliProgress.SingleBar({
+        format: `${this.label} {bar} {percentage}% | {done}/{size} | {rate} | {left} left`,
+        stream: process.stderr,
+        hideCursor: true,
+      }, cliProgress.Presets.shades_classic);
+      this.bar.start(total ?? Math.max(downloaded, 1), downloaded, payload);
+    }
+    if (total !== null) this.bar.setTotal(total);
+    this.bar.update(downloaded, payload);
+  }
+
+  stop(): void {
+    this.bar?.stop();
+    this.bar = null;
+  }
+}
+
+function report(model: ModelObject, json: boolean | undefined): void {
+  if (json) printJson(model);
+  else process.stdout.write(`pulled ${model.id}: ${model.digest} (${formatBytes(model.size_bytes)}, ${model.architecture}, ${model.quantization}, context ${model.context_length})\n`);
+}
+
+/** What a finished pull means for the command: the model, or an error and an exit status. */
+function outcomeOf(task: TaskObject, model: ModelObject | null): ModelObject {
+  if (task.status === 'completed' && model) return model;
+  if (task.status === 'cancelled') throw new CliError(`the pull ${task.id} was cancelled`, EXIT_CANCELLED);
+  throw new CliError(`the pull ${task.id} failed: ${task.error?.message ?? 'unknown error'} (${task.error?.code ?? task.status})`, 1);
+}
+
+/** Ctrl-C: the first cancels the pull, a second leaves at once. Returns the function that stops listening. */
+function onInterrupt(cancel: () => Promise<void>): () => void {
+  let interrupted = false;
+  const listener = () => {
+    if (interrupted) process.exit(EXIT_CANCELLED);
+    interrupted = true;
+    process.stderr.write('\ncancelling the pull (Ctrl-C again to leave at once)\n');
+    cancel().catch((error: unknown) => process.stderr.write(`lmsp: cannot cancel: ${String(error)}\n`));
+  };
+  process.on('SIGINT', listener);
+  return () => process.off('SIGINT', listener);
+}
+
+async function pullThroughService(client: LmspClient, source: string, options: PullOptions, bar: PullBar): Promise<ModelObject> {
+  const body = { source, ...(options.id ? { id: options.id } : {}), ...(options.digest ? { digest: options.digest } : {}) };
+  const task = (await client.pullModel(body)).body;
+  if (!options.json) process.stderr.write(`pulling ${task.model} as task ${task.id}\n`);
+  const stop = onInterrupt(async () => {
+    await client.cancelTask(task.id);
+  });
+  try {
+    let after = 0;
+    let terminal: TaskEvent | null = null;
+    // The stream ends after the terminal event; one that ends earlier (a dropped connection) is opened again.
+    for (let attempts = 0; !terminal && attempts < 10; attempts += 1) {
+      for await (const event of client.followTaskEvents(task.id, after)) {
+        after = event.sequence_number;
+        if (event.type === 'model.pull.progress' || event.type === 'model.pull.resumed') {
+          bar.update(event.downloaded_bytes as number, (event.total_bytes as number | null) ?? null);
+        }
+        if (event.type === 'model.pull.completed' || event.type === 'model.pull.failed' || event.type === 'model.pull.cancelled') terminal = event;
+      }
+    }
+    bar.stop();
+    const finished = await client.getTask(task.id);
+    return outcomeOf(finished, (terminal?.model as ModelObject | undefined) ?? null);
+  } finally {
+    stop();
+  }
+}
+
+async function pullOffline(source: string, options: PullOptions, bar: PullBar): Promise<ModelObject> {
+  const lock = lockDataDir(dataDirOf(options));
+  const offline = openOffline(options, true);
+  try {
+    const client = ensureOperatorToken(offline.store, dataDirOf(options));
+    const settings = pullSettingsFromEnvironment();
+    const created = await createPull(offline, client, { source, id: options.id ?? null, digest: options.digest ?? null }, settings, null,
+      { maxUnfinishedTasks: offline.config.maxUnfinishedTasksPerClient });
+    if ('replay' in created) throw new Error('a pull without an idempotency key is never a replay');
+    const taskId = created.task.id;
+    if (!options.json) process.stderr.write(`pulling ${created.task.model} as task ${taskId} (the service is not running)\n`);
+    const abort = new AbortController();
+    const stop = onInterrupt(async () => {
+      await offline.store.db.write((context) => offline.machine.cancel(context, taskId));
+      abort.abort(PULL_CANCELLED);
+    });
+    try {
+      const finished = await runPull(offline, taskId, {
+        settings,
+        signal: abort.signal,
+        onProgress: ({ downloadedBytes, totalBytes }) => bar.update(downloadedBytes, totalBytes),
+      });
+      bar.stop();
+      if (!finished) throw new CliError(`the pull ${taskId} is gone`, 1);
+      const model = offline.registry.get(finished.model);
+      return outcomeOf(toTaskObject(finished), finished.status === 'completed' && model ? toModelObject(model, false, true) : null);
+    } finally {
+      stop();
+    }
+  } finally {
+    await offline.close();
+    lock.release();
+  }
+}
+
+export function registerModelPull(models: Command): void {
+  withCommonOptions(models.command('pull <source>')
+    .description('download a GGUF model (hf:OWNER/REPO/FILE.gguf[@REVISION] or an https:// URL) and register it')
+    .option('--id <id>', 'model id (default: from the file name)')
+    .option('--digest <sha256:hex>', 'the expected sha256 digest; a file with another fails the pull'))
+    .action(action(async (source: string, options: PullOptions) => {
+      const bar = new PullBar('pulling', options.json === true);
+      try {
+        const client = await serviceClient(options);
+        const model = client ? await pullThroughService(client, source, options, bar) : await pullOffline(source, options, bar);
+        report(model, options.json);
+      } finally {
+        bar.stop();
+      }
+    }));
+}

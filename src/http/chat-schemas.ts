@@ -1,0 +1,152 @@
+/**
+ * JSON Schemas of the Chat Completions requests (LMSP 13): a wrong type or range is a 400 naming
+ * the field; what depends on a message's role or on other fields is checked by the use case
+ * (tasks/prepare-chat-completion.ts). Unknown fields are ignored (LMSP 2).
+ */
+import { RESTART_POLICIES } from '../domain/tasks.js';
+
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+const contentPart = {
+  type: 'object',
+  required: ['type'],
+  properties: { type: { type: 'string' }, text: { type: 'string' }, refusal: { type: 'string' } },
+} as const;
+
+const toolCall = {
+  type: 'object',
+  required: ['id', 'type', 'function'],
+  properties: {
+    id: { type: 'string', minLength: 1 },
+    type: { type: 'string', enum: ['function'] },
+    function: {
+      type: 'object',
+      required: ['name', 'arguments'],
+      properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'string' } },
+    },
+  },
+} as const;
+
+const message = {
+  type: 'object',
+  required: ['role'],
+  properties: {
+    role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
+    content: { anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', items: contentPart }] },
+    name: { type: 'string' },
+    tool_calls: { type: 'array', items: toolCall },
+    tool_call_id: { type: 'string', minLength: 1 },
+  },
+} as const;
+
+export const metadataSchema = {
+  type: ['object', 'null'],
+  maxProperties: 16,
+  propertyNames: { maxLength: 64 },
+  additionalProperties: { type: 'string', maxLength: 512 },
+} as const;
+
+export const createChatCompletionBody = {
+  type: 'object',
+  required: ['model', 'messages'],
+  properties: {
+    model: { type: 'string', minLength: 1, description: 'A registered model id.' },
+    messages: { type: 'array', minItems: 1, items: message },
+    max_completion_tokens: { type: ['integer', 'null'], minimum: 1, description: "1 to the model's context length; default 1024." },
+    max_tokens: { type: ['integer', 'null'], minimum: 1, description: 'The older name of max_completion_tokens.' },
+    temperature: { type: ['number', 'null'], minimum: 0, maximum: 2 },
+    top_p: { type: ['number', 'null'], minimum: 0, maximum: 1 },
+    seed: { type: ['integer', 'null'], minimum: -MAX_SAFE, maximum: MAX_SAFE },
+    n: { type: ['integer', 'null'], minimum: 1, description: 'Only 1.' },
+    stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }, { type: 'null' }], description: 'A string or up to 4.' },
+    stream: { type: ['boolean', 'null'] },
+    stream_options: { type: ['object', 'null'], properties: { include_usage: { type: ['boolean', 'null'] } } },
+    response_format: {
+      type: ['object', 'null'],
+      required: ['type'],
+      properties: {
+        type: { type: 'string', enum: ['text', 'json_object', 'json_schema'] },
+        json_schema: {
+          type: 'object',
+          required: ['name'],
+          properties: {
+            name: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
+            description: { type: 'string' },
+            schema: { type: 'object' },
+            strict: { type: ['boolean', 'null'] },
+          },
+        },
+      },
+    },
+    tools: {
+      type: ['array', 'null'],
+      items: {
+        type: 'object',
+        required: ['type', 'function'],
+        properties: {
+          type: { type: 'string', enum: ['function'] },
+          function: {
+            type: 'object',
+            required: ['name'],
+            properties: {
+              name: { type: 'string' },
+              description: { type: 'string' },
+              parameters: { type: 'object' },
+              strict: { type: ['boolean', 'null'] },
+            },
+          },
+        },
+      },
+    },
+    tool_choice: {
+      anyOf: [
+        { type: 'string', enum: ['none', 'auto', 'required'] },
+        {
+          type: 'object',
+          required: ['type', 'function'],
+          properties: {
+            type: { type: 'string', enum: ['function'] },
+            function: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
+          },
+        },
+        { type: 'null' },
+      ],
+    },
+    parallel_tool_calls: { type: ['boolean', 'null'] },
+    logprobs: { type: ['boolean', 'null'] },
+    store: { type: ['boolean', 'null'], description: 'true keeps the completion (GET /v1/chat/completions); default false.' },
+    metadata: metadataSchema,
+    on_restart: { type: ['string', 'null'], enum: [...RESTART_POLICIES, null], description: 'LMSP: default fail.' },
+  },
+} as const;
+
+export const updateChatCompletionBody = {
+  type: 'object',
+  required: ['metadata'],
+  properties: { metadata: metadataSchema },
+} as const;
+
+export const completionIdParams = {
+  type: 'object',
+  required: ['completion_id'],
+  properties: { completion_id: { type: 'string' } },
+} as const;
+
+export const listChatCompletionsQuery = {
+  type: 'object',
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+    after: { type: 'string' },
+    order: { type: 'string', enum: ['asc', 'desc'], default: 'asc' },
+    model: { type: 'string' },
+  },
+} as const;
+
+export const chatMessagesQuery = {
+  type: 'object',
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+    after: { type: 'string' },
+    order: { type: 'string', enum: ['asc', 'desc'], default: 'asc' },
+  },
+} as const;

@@ -1,0 +1,99 @@
+/** The `model_pulls` table (LMSP 5.1): what each `model_pull` task fetches and how to continue it. */
+import type { ModelPull, PullResumeState } from '../domain/pulls.js';
+import { PULL_KINDS, UNFINISHED_STATUSES, type Task } from '../domain/tasks.js';
+import type { Sqlite } from './db.js';
+import { oneOf } from './sql.js';
+import { toTask, type DbTask } from './tasks.js';
+
+interface DbModelPull {
+  task_id: string;
+  model_id: string;
+  source: string;
+  url: string;
+  models_dir: string;
+  expected_digest: string | null;
+  resume_url: string | null;
+  resume_etag: string | null;
+  resume_last_modified: string | null;
+  total_bytes: number | null;
+  digest: string | null;
+  size_bytes: number | null;
+}
+
+function toModelPull(row: DbModelPull): ModelPull {
+  return {
+    taskId: row.task_id,
+    modelId: row.model_id,
+    source: row.source,
+    url: row.url,
+    modelsDir: row.models_dir,
+    expectedDigest: row.expected_digest,
+    resume: row.resume_url === null
+      ? null
+      : { url: row.resume_url, etag: row.resume_etag, lastModified: row.resume_last_modified, totalBytes: row.total_bytes },
+    digest: row.digest,
+    sizeBytes: row.size_bytes,
+  };
+}
+
+export class ModelPullTable {
+  private readonly insertStatement;
+  private readonly getStatement;
+  private readonly setResumeStatement;
+  private readonly setResultStatement;
+  private readonly unfinishedForModelStatement;
+  private readonly nextStatement;
+
+  constructor(db: Sqlite) {
+    this.insertStatement = db.prepare(`
+      INSERT INTO model_pulls (task_id, model_id, source, url, models_dir, expected_digest)
+      VALUES (@task_id, @model_id, @source, @url, @models_dir, @expected_digest)`);
+    this.getStatement = db.prepare<[string], DbModelPull>('SELECT * FROM model_pulls WHERE task_id = ?');
+    this.setResumeStatement = db.prepare(`
+      UPDATE model_pulls SET resume_url = @url, resume_etag = @etag, resume_last_modified = @last_modified, total_bytes = @total_bytes
+      WHERE task_id = @task_id`);
+    this.setResultStatement = db.prepare('UPDATE model_pulls SET digest = ?, size_bytes = ? WHERE task_id = ?');
+    const pulls = oneOf('t.kind', PULL_KINDS);
+    this.unfinishedForModelStatement = db.prepare<[string], number>(`
+      SELECT count(*) FROM tasks t WHERE t.model = ? AND ${pulls} AND ${oneOf('t.status', UNFINISHED_STATUSES)}`).pluck();
+    // Resumed pulls (still running after a restart) first, then queued ones, oldest first.
+    this.nextStatement = db.prepare<[string], DbTask>(`
+      SELECT * FROM tasks t WHERE ${pulls} AND (t.status = 'running' OR t.status = 'queued')
+        AND t.id NOT IN (SELECT value FROM json_each(?))
+      ORDER BY t.status = 'queued', t.seq LIMIT 1`);
+  }
+
+  insert(pull: ModelPull): void {
+    this.insertStatement.run({
+      task_id: pull.taskId, model_id: pull.modelId, source: pull.source, url: pull.url, models_dir: pull.modelsDir, expected_digest: pull.expectedDigest,
+    });
+  }
+
+  get(taskId: string): ModelPull | null {
+    const row = this.getStatement.get(taskId);
+    return row ? toModelPull(row) : null;
+  }
+
+  /** Records the validator of the bytes about to be written (download.ts `onResumeState`). */
+  setResumeState(taskId: string, state: PullResumeState | null): void {
+    this.setResumeStatement.run({
+      task_id: taskId, url: state?.url ?? null, etag: state?.etag ?? null, last_modified: state?.lastModified ?? null,
+      total_bytes: state?.totalBytes ?? null,
+    });
+  }
+
+  setResult(taskId: string, digest: string, sizeBytes: number): void {
+    this.setResultStatement.run(digest, sizeBytes, taskId);
+  }
+
+  /** Unfinished pulls that will register `modelId`. */
+  countUnfinishedForModel(modelId: string): number {
+    return this.unfinishedForModelStatement.get(modelId)!;
+  }
+
+  /** The next pull to work on, not one of `claimed`: resumed ones first, then the queue (FIFO). */
+  next(claimed: Iterable<string>): Task | null {
+    const row = this.nextStatement.get(JSON.stringify([...claimed]));
+    return row ? toTask(row) : null;
+  }
+}

@@ -1,0 +1,218 @@
+/**
+ * From a `POST /v1/chat/completions` body to the records that make a chat completion and its task
+ * (LMSP 13): defaults, the checks the request schema cannot make (roles and their fields, tool
+ * calls and their results, `n`, stop sequences, schemas and tools the grammar can enforce), and
+ * those that need the model (its context length). Nothing is written here.
+ */
+import type { ChatContentPart, ChatMessageInput, CreateChatCompletionBody } from '../api/chat-completions.js';
+import type {
+  ChatCompletionMessage, ChatCompletionRequest, ChatResponseFormat, ChatTool, ChatToolChoice, StoredChatCompletion,
+} from '../domain/chat-completions.js';
+import type { Client } from '../domain/clients.js';
+import { ServiceError, invalidRequest } from '../domain/errors.js';
+import type { Task } from '../domain/tasks.js';
+import { checkSchemaSupported, checkToolsSupported } from '../engine/grammar/constraint.js';
+import { randomSeed } from '../engine/sampling.js';
+import { newChatCompletionId, newId } from '../ids.js';
+import { nowSeconds } from '../time.js';
+import { generationOf } from './chat-completion-kind.js';
+import type { TaskCore } from './core.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS } from './prepare-response.js';
+
+/** Room for a chat template's own text around each message, in the quick upper bound below. */
+const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
+/** LMSP 13: `stop` is a string or up to this many. */
+export const MAX_STOP_SEQUENCES = 4;
+
+/** The text of a content: a string, or text parts joined (an assistant's refusal parts count as text). */
+function contentText(content: string | ChatContentPart[], param: string, role: ChatMessageInput['role']): string {
+  if (typeof content === 'string') return content;
+  return content.map((part, index) => {
+    if (part.type === 'text' && typeof part.text === 'string') return part.text;
+    if (role === 'assistant' && part.type === 'refusal' && typeof part.refusal === 'string') return part.refusal;
+    throw invalidRequest(`${param}[${index}].type`, `Only text content parts are supported; '${part.type}' is not.`);
+  }).join('');
+}
+
+/** Each message in the domain's form, checked for the fields its role needs (LMSP 13). */
+function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletionMessage[] {
+  const callIds = new Set<string>();
+  return messages.map((message, index): ChatCompletionMessage => {
+    const param = `messages[${index}]`;
+    const name = message.name !== undefined ? { name: message.name } : {};
+    if (message.role === 'assistant') {
+      const toolCalls = (message.tool_calls ?? []).map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments }));
+      if ((message.content === undefined || message.content === null) && toolCalls.length === 0) {
+        throw invalidRequest(`${param}.content`, `Missing required parameter: '${param}.content' (an assistant message needs content or tool_calls).`);
+      }
+      for (const call of toolCalls) callIds.add(call.id);
+      const content = message.content === undefined || message.content === null ? null : contentText(message.content, `${param}.content`, 'assistant');
+      return { role: 'assistant', content, ...(toolCalls.length > 0 ? { toolCalls } : {}), ...name };
+    }
+    if (message.content === undefined || message.content === null) {
+      throw invalidRequest(`${param}.content`, `Missing required parameter: '${param}.content'.`);
+    }
+    const content = contentText(message.content, `${param}.content`, message.role);
+    if (message.role === 'tool') {
+      if (message.tool_call_id === undefined) throw invalidRequest(`${param}.tool_call_id`, `Missing required parameter: '${param}.tool_call_id'.`);
+      // LMSP 6.2: a result must answer a call an earlier assistant message made.
+      if (!callIds.has(message.tool_call_id)) {
+        throw invalidRequest(`${param}.tool_call_id`, `No tool call with id '${message.tool_call_id}' precedes this tool message.`);
+      }
+      return { role: 'tool', content, toolCallId: message.tool_call_id };
+    }
+    return { role: message.role, content, ...name };
+  });
+}
+
+function responseFormatOf(body: CreateChatCompletionBody): ChatResponseFormat {
+  const format = body.response_format;
+  if (!format || format.type === 'text') return { type: 'text' };
+  if (format.type === 'json_object') return { type: 'json_object' };
+  if (!format.json_schema) throw invalidRequest('response_format.json_schema', "Missing required parameter: 'response_format.json_schema'.");
+  const schema = format.json_schema.schema ?? {};
+  const support = checkSchemaSupported(schema);
+  if (!support.ok) {
+    throw new ServiceError('unsupported_schema', `${support.message} (keyword '${support.keyword}' at '${support.pointer || '/'}')`,
+      { param: 'response_format.json_schema.schema' });
+  }
+  return { type: 'json_schema', name: format.json_schema.name, schema, strict: format.json_schema.strict ?? null };
+}
+
+function toolsOf(body: CreateChatCompletionBody): ChatTool[] {
+  const tools: ChatTool[] = (body.tools ?? []).map(({ function: fn }) => ({
+    name: fn.name,
+    ...(fn.description !== undefined ? { description: fn.description } : {}),
+    ...(fn.parameters !== undefined ? { parameters: fn.parameters } : {}),
+  }));
+  const support = checkToolsSupported(tools);
+  if (!support.ok) {
+    const at = `tools[${support.toolIndex ?? 0}].function`;
+    if (support.keyword === 'name') throw invalidRequest(`${at}.name`, support.message);
+    throw new ServiceError('unsupported_schema', `${support.message} (keyword '${support.keyword}' at '${support.pointer || '/'}')`,
+      { param: `${at}.parameters` });
+  }
+  return tools;
+}
+
+function toolChoiceOf(body: CreateChatCompletionBody, tools: readonly ChatTool[]): ChatToolChoice | null {
+  const choice = body.tool_choice;
+  if (choice === undefined || choice === null) return null;
+  if (choice === 'none' || choice === 'auto') return choice;
+  if (tools.length === 0) throw invalidRequest('tool_choice', `tool_choice '${typeof choice === 'string' ? choice : 'function'}' needs tools.`);
+  if (choice === 'required') return choice;
+  if (!tools.some((tool) => tool.name === choice.function.name)) {
+    throw invalidRequest('tool_choice.function.name', `No tool named '${choice.function.name}' is in tools.`);
+  }
+  return { name: choice.function.name };
+}
+
+function stopOf(body: CreateChatCompletionBody): string[] {
+  const stop = body.stop === undefined || body.stop === null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop;
+  if (stop.length > MAX_STOP_SEQUENCES) throw invalidRequest('stop', `stop holds at most ${MAX_STOP_SEQUENCES} sequences.`);
+  stop.forEach((sequence, index) => {
+    if (sequence === '') throw invalidRequest(typeof body.stop === 'string' ? 'stop' : `stop[${index}]`, 'A stop sequence cannot be empty.');
+  });
+  return stop;
+}
+
+export interface PreparedChatCompletion {
+  completion: StoredChatCompletion;
+  task: Task;
+}
+
+export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'engine'>, client: Client,
+  body: CreateChatCompletionBody): Promise<PreparedChatCompletion> {
+  const { registry, engine } = core;
+  if (body.n !== undefined && body.n !== null && body.n !== 1) throw invalidRequest('n', 'Only n = 1 is supported.');
+  if (body.logprobs === true) throw invalidRequest('logprobs', 'logprobs are not supported.');
+  const messages = normalizeMessages(body.messages);
+  const stop = stopOf(body);
+  const responseFormat = responseFormatOf(body);
+  const tools = toolsOf(body);
+  const toolChoice = toolChoiceOf(body, tools);
+  const model = registry.get(body.model);
+  if (!model) throw new ServiceError('model_not_found', `The model '${body.model}' does not exist.`, { param: 'model' });
+
+  const contextLength = model.contextLength ?? Number.MAX_SAFE_INTEGER;
+  const asked = body.max_completion_tokens ?? body.max_tokens ?? null;
+  const askedParam = body.max_completion_tokens !== undefined && body.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
+  if (asked !== null && asked > contextLength) {
+    throw invalidRequest(askedParam, `${askedParam} must be at most the model's context length (${contextLength})`);
+  }
+  const maxCompletionTokens = asked ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);
+  const request: ChatCompletionRequest = {
+    maxCompletionTokens,
+    temperature: body.temperature ?? 1,
+    topP: body.top_p ?? 1,
+    seed: body.seed ?? randomSeed(),
+    stop,
+    responseFormat,
+    tools,
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls ?? true,
+  };
+  const createdAt = nowSeconds();
+  const stream = body.stream ?? false;
+  const completion: StoredChatCompletion = {
+    id: newChatCompletionId(),
+    clientId: client.id,
+    model: model.id,
+    createdAt,
+    stream,
+    store: body.store ?? false,
+    includeUsage: stream && (body.stream_options?.include_usage ?? false),
+    systemFingerprint: `fp_${model.digest.replace(/^sha256:/, '').slice(0, 10)}`,
+    metadata: body.metadata ?? {},
+    request,
+    messages,
+    outputText: null,
+    toolCalls: null,
+  };
+
+  // Every token covers at least one byte, so bytes plus the template's allowance bound the prompt
+  // from above; only when that bound does not fit is the exact count asked of the engine.
+  const plan = generationOf(completion);
+  const toolBytes = Buffer.byteLength(JSON.stringify(tools));
+  const bound = plan.messages.reduce((sum, message) => sum + Buffer.byteLength(JSON.stringify(message)) + TEMPLATE_ALLOWANCE_PER_MESSAGE,
+    TEMPLATE_ALLOWANCE_PER_MESSAGE + toolBytes);
+  if (bound + maxCompletionTokens > contextLength) {
+    let inputTokens: number | null = null;
+    try {
+      inputTokens = (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, plan.messages, plan.tools)).tokens;
+    } catch {
+      // The engine cannot tell now (model unreadable, runner down): the task checks it again.
+    }
+    if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
+      throw new ServiceError('context_length_exceeded',
+        `The messages (${inputTokens} tokens) and max_completion_tokens (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
+        { param: 'messages' });
+    }
+  }
+  return { completion, task: newChatCompletionTask(completion, body.on_restart ?? 'fail') };
+}
+
+function newChatCompletionTask(completion: StoredChatCompletion, onRestart: Task['onRestart']): Task {
+  return {
+    seq: 0,
+    id: newId('task'),
+    kind: 'chat_completion',
+    responseId: null,
+    completionId: completion.id,
+    clientId: completion.clientId,
+    model: completion.model,
+    status: 'queued',
+    onRestart,
+    attempt: 1,
+    restarts: 0,
+    createdAt: completion.createdAt,
+    startedAt: null,
+    finishedAt: null,
+    lastSequenceNumber: 0,
+    outputStartSeq: 0,
+    inputTokens: null,
+    outputTokens: 0,
+    finishReason: null,
+    error: null,
+  };
+}

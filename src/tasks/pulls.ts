@@ -1,0 +1,261 @@
+/**
+ * The use cases of model pulls (LMSP 5.1): create one (a durable `model_pull` task, 202), and run
+ * one to its end. The service's pull workers (pull-worker.ts) and the CLI working on a stopped
+ * service's data directory run pulls with the same `runPull`.
+ */
+import { existsSync } from 'node:fs';
+import { rm, stat } from 'node:fs/promises';
+import { toTaskObject } from '../api/views.js';
+import type { Client } from '../domain/clients.js';
+import { ServiceError, invalidRequest } from '../domain/errors.js';
+import { MODEL_ID_PATTERN, type GgufFacts, type Model } from '../domain/models.js';
+import type { ModelPull } from '../domain/pulls.js';
+import { RESTART_POLICIES, type RestartPolicy, type Task } from '../domain/tasks.js';
+import { newId } from '../ids.js';
+import { DownloadAbortedError, DownloadError } from '../models/download-errors.js';
+import { downloadModel, modelPathOf, partialPathOf, type DownloadResult } from '../models/download.js';
+import { readGgufFacts } from '../models/gguf.js';
+import { removePartial } from '../models/partial-file.js';
+import { modelIdFromSource, parseExpectedDigest, parsePullSource, type PullSettings, type PullSource } from '../models/pull-source.js';
+import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
+import { nowSeconds } from '../time.js';
+import type { TaskCore } from './core.js';
+import { assertRoomForTask, type TaskLimits } from './limits.js';
+import type { PullProgressReport } from './pull-kind.js';
+import { withoutPaths } from './scheduler.js';
+
+export interface CreatePullBody {
+  source: string;
+  id?: string | null;
+  digest?: string | null;
+  on_restart?: RestartPolicy | null;
+}
+
+export type PullDeps = Pick<TaskCore, 'store' | 'machine' | 'registry'>;
+
+export type CreatePullOutcome = { replay: StoredAnswer } | { task: Task };
+
+export function taskLocation(taskId: string): string {
+  return `/v1/tasks/${taskId}`;
+}
+
+function modelExists(id: string, why: string): ServiceError {
+  return new ServiceError('model_exists', `A model with id '${id}' ${why}; choose another id with \`id\`.`,
+    { param: 'id', headers: { 'x-should-retry': 'false' } });
+}
+
+/**
+ * LMSP 5.1: a registered id, an unfinished pull of the same id, or a file of that name already in
+ * the models directory (a pull never overwrites a file) all get 409 `model_exists`.
+ */
+function assertIdFree(deps: PullDeps, id: string): void {
+  if (deps.registry.get(id)) throw modelExists(id, 'is already registered');
+  if (deps.store.pulls.countUnfinishedForModel(id) > 0) throw modelExists(id, 'is being pulled by another unfinished task');
+  if (existsSync(modelPathOf(deps.registry.modelsDir, id))) throw modelExists(id, `has no record, but a file named ${id}.gguf is in the models directory (register it with \`lmsp models add\`)`);
+}
+
+interface PreparedPull {
+  source: PullSource;
+  id: string;
+  digest: string | null;
+  onRestart: RestartPolicy;
+}
+
+/** Checks a pull request; writes nothing. */
+export function preparePull(deps: PullDeps, body: CreatePullBody, settings: PullSettings): PreparedPull {
+  if (body === null || typeof body !== 'object') throw invalidRequest(null, 'the body must be a JSON object');
+  const source = parsePullSource(body.source, settings);
+  if (body.id !== undefined && body.id !== null && (typeof body.id !== 'string' || !MODEL_ID_PATTERN.test(body.id))) {
+    throw invalidRequest('id', 'model ids are 1-128 characters of a-z, 0-9, ".", "_", ":" and "-", starting with a letter or digit');
+  }
+  const digest = body.digest === undefined || body.digest === null ? null : parseExpectedDigest(body.digest);
+  const onRestart = body.on_restart ?? 'resume';
+  if (!(RESTART_POLICIES as readonly string[]).includes(onRestart)) throw invalidRequest('on_restart', "on_restart must be 'fail', 'retry' or 'resume'");
+  const id = body.id ?? modelIdFromSource(source);
+  assertIdFree(deps, id);
+  return { source, id, digest, onRestart };
+}
+
+function newPullTask(client: Client, modelId: string, onRestart: RestartPolicy): Task {
+  return {
+    seq: 0, id: newId('task'), kind: 'model_pull', responseId: null, completionId: null, clientId: client.id, model: modelId,
+    status: 'queued', onRestart, attempt: 1, restarts: 0, createdAt: nowSeconds(), startedAt: null, finishedAt: null,
+    lastSequenceNumber: 0, outputStartSeq: 0, inputTokens: null, outputTokens: 0, finishReason: null, error: null,
+  };
+}
+
+/**
+ * LMSP 5.1 and 11.2: the pull's task, its record, `model.pull.created` and the idempotency key in
+ * one transaction, committed before the 202.
+ */
+export async function createPull(deps: PullDeps, client: Client, body: CreatePullBody, settings: PullSettings,
+  key: IdempotencyKey | null, limits: TaskLimits): Promise<CreatePullOutcome> {
+  const outcome = await deps.store.idempotent(key, {
+    prepare: () => preparePull(deps, body, settings),
+    effect: (context, prepared) => {
+      assertIdFree(deps, prepared.id); // again: another request may have taken it meanwhile
+      assertRoomForTask(deps, client, limits);
+      const task = newPullTask(client, prepared.id, prepared.onRestart);
+      const pull: ModelPull = {
+        taskId: task.id, modelId: prepared.id, source: body.source, url: prepared.source.url, modelsDir: deps.registry.modelsDir,
+        expectedDigest: prepared.digest, resume: null, digest: null, sizeBytes: null,
+      };
+      deps.store.pulls.insert(pull);
+      const created = deps.machine.create(context, task, { pull, model: null });
+      const answer: StoredAnswer = { status: 202, headers: { location: taskLocation(created.id) }, body: toTaskObject(created) };
+      return { result: created, record: { answer, taskId: created.id } };
+    },
+  });
+  return 'replay' in outcome ? outcome : { task: outcome.result };
+}
+
+export interface RunPullOptions {
+  settings: PullSettings;
+  /** Aborted with reason `PULL_CANCELLED` on a cancel; any other reason (the service stops) leaves the task as it is on disk. */
+  signal: AbortSignal;
+  /** Each report as it is logged (the CLI's progress bar). */
+  onProgress?: (report: PullProgressReport & { bytesPerSecond: number }) => void;
+  log?: (level: 'info' | 'warn' | 'error', message: string, fields: object) => void;
+  /** Waits between attempts after a failure that a later attempt may get past (connection lost, 5xx). */
+  retryDelaysMs?: readonly number[];
+}
+
+export const PULL_CANCELLED = 'cancelled';
+
+/** A dropped connection or a 5xx is tried again from the bytes on disk, after these waits. */
+const RETRY_DELAYS_MS = [300, 1000, 3000];
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done);
+  });
+}
+
+/** The source to fetch: the URL resolved when the pull was created (a changed endpoint does not move a pull). */
+function sourceOf(pull: ModelPull): PullSource {
+  return { kind: pull.source.startsWith('hf:') ? 'hf' : 'url', url: pull.url, fileName: `${pull.modelId}.gguf`, hf: null };
+}
+
+/**
+ * Runs one pull task until it ends, or until the signal stops it: queued -> running, the download
+ * (continuing from the bytes on disk when the task was resumed at startup), then the model and
+ * `model.pull.completed` in one transaction. Answers the task as it was left.
+ */
+export async function runPull(deps: PullDeps, taskId: string, options: RunPullOptions): Promise<Task | null> {
+  const { store, machine } = deps;
+  const log = options.log ?? (() => {});
+  let task = store.tasks.get(taskId);
+  const pull = store.pulls.get(taskId);
+  if (!task || !pull) return task;
+  const partial = partialPathOf(pull.modelsDir, pull.modelId);
+  if (task.status === 'queued') {
+    // A new attempt starts from nothing: whatever an earlier attempt (a retry) left goes.
+    await removePartial(partial);
+    const started = await store.db.write((context) => {
+      store.pulls.setResumeState(taskId, null);
+      return machine.startRunning(context, taskId);
+    });
+    if (!started) return store.tasks.get(taskId);
+    task = started;
+  } else if (task.status !== 'running') {
+    return task;
+  } else {
+    log('info', 'resuming pull', { task: taskId, bytes_on_disk: (await stat(partial).catch(() => null))?.size ?? 0 });
+  }
+
+  // What the validator learned about the whole file, before it was moved into place.
+  const validated: { facts: GgufFacts | null } = { facts: null };
+  let progressWrite: Promise<unknown> | null = null;
+  const report = (progress: PullProgressReport & { bytesPerSecond: number }) => {
+    options.onProgress?.(progress);
+    // LMSP 5.1: at most one progress event a second (the download reports no more often); one write at a time.
+    progressWrite ??= store.db.write((context) => machine.recordProgress(context, taskId, progress))
+      .catch(() => undefined).finally(() => (progressWrite = null));
+  };
+  const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
+  let result: DownloadResult | null = null;
+  let failure: unknown = null;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      result = await downloadModel({
+        source: sourceOf(pull), settings: options.settings, modelsDir: pull.modelsDir, id: pull.modelId,
+        expectedDigest: pull.expectedDigest, resume: store.pulls.get(taskId)?.resume ?? null, signal: options.signal,
+        onResumeState: (state) => store.db.write(() => store.pulls.setResumeState(taskId, state)),
+        onProgress: ({ downloadedBytes, totalBytes, bytesPerSecond }) => report({ downloadedBytes, totalBytes, bytesPerSecond }),
+        validate: async (path) => {
+          validated.facts = await readGgufFacts(path);
+        },
+      });
+      break;
+    } catch (error) {
+      if (error instanceof DownloadError && error.resumable && attempt < delays.length && !options.signal.aborted) {
+        log('warn', 'pull interrupted; continuing from the bytes on disk', { task: taskId, reason: error.reason, error: error.message });
+        await sleep(delays[attempt]!, options.signal);
+        if (!options.signal.aborted) continue;
+        failure = new DownloadAbortedError(0, options.signal.reason);
+      } else {
+        failure = error;
+      }
+      break;
+    }
+  }
+  await progressWrite;
+  if (result && validated.facts) return finishPull(deps, task, pull, result, validated.facts);
+  return settlePullFailure(deps, taskId, partial, failure, options.signal, log);
+}
+
+/** The model, the pull's result and `model.pull.completed` in one transaction; a cancel accepted first wins (LMSP 7.4). */
+async function finishPull(deps: PullDeps, task: Task, pull: ModelPull, result: DownloadResult, facts: GgufFacts): Promise<Task | null> {
+  const { store, machine, registry } = deps;
+  const info = await stat(result.path);
+  const now = nowSeconds();
+  const model: Model = {
+    id: pull.modelId, path: result.path, digest: result.digest, sizeBytes: result.sizeBytes, mtimeMs: Math.floor(info.mtimeMs),
+    status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
+  };
+  let outcome: { task: Task | null; keepFile: boolean };
+  try {
+    outcome = await store.db.write((context) => {
+      const current = store.tasks.get(task.id);
+      if (!current || current.status !== 'running') {
+        return { task: current?.status === 'cancelling' ? machine.finishCancel(context, task.id) : current, keepFile: false };
+      }
+      if (registry.get(model.id)) {
+        return { task: machine.fail(context, task.id, 'model_exists', `a model with id '${model.id}' was registered while the pull ran`), keepFile: false };
+      }
+      registry.insert(model);
+      store.pulls.setResult(task.id, result.digest, result.sizeBytes);
+      return { task: machine.complete(context, task.id, 'stop'), keepFile: true };
+    });
+  } catch (error) {
+    // Nothing was recorded: the file goes, and the task (still running on disk) starts over when picked up again.
+    await rm(result.path, { force: true });
+    throw error;
+  }
+  if (!outcome.keepFile) await rm(result.path, { force: true });
+  return outcome.task;
+}
+
+async function settlePullFailure(deps: PullDeps, taskId: string, partial: string, error: unknown, signal: AbortSignal,
+  log: NonNullable<RunPullOptions['log']>): Promise<Task | null> {
+  const { store, machine } = deps;
+  const current = store.tasks.get(taskId);
+  if (current?.status === 'cancelling') {
+    // LMSP 5.1: a cancel removes the partial file (the kind's `finalized` does, with the status).
+    return store.db.write((context) => machine.finishCancel(context, taskId));
+  }
+  if (signal.aborted && signal.reason !== PULL_CANCELLED) return current; // the service stops: resumed at the next start
+  if (error instanceof ServiceError && error.code === 'storage_unavailable') throw error;
+  const code = error instanceof DownloadError ? error.code : 'download_failed';
+  const message = withoutPaths(error instanceof Error ? error.message : String(error));
+  log('warn', 'pull failed', { task: taskId, code, error: error instanceof Error ? error.message : String(error) });
+  // LMSP 5.1: a failed pull leaves no partial file.
+  await removePartial(partial).catch(() => undefined);
+  return store.db.write((context) => machine.fail(context, taskId, code, message));
+}

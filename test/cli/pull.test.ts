@@ -1,0 +1,99 @@
+/**
+ * `lmsp models pull` (LMSP 5.1) as a user runs it: through the running service's API, and through
+ * the task core on the data directory when no service runs; `--json` prints the model; Ctrl-C
+ * cancels the pull and leaves no partial file. Files come from a local server, never the network.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { ModelObject, TaskObject } from '../../src/api/types.js';
+import { runCli } from '../helpers/cli.js';
+import { withDataDir } from '../helpers/data-dir.js';
+import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
+import { api, LMSP_BIN, waitFor, withService } from '../helpers/service.js';
+
+const MODEL = tinyModelBytes();
+const DIGEST = sha256Digest(MODEL);
+
+let server: ModelServer;
+before(async () => {
+  server = await startModelServer();
+});
+after(() => server.close());
+
+function env(): Record<string, string> {
+  return { LMSP_HF_ENDPOINT: server.url };
+}
+
+/** Starts `lmsp models pull` on a slow file, sends SIGINT once its partial file has bytes; answers how it ended. */
+async function interruptPull(dataDir: string, name: string): Promise<{ code: number | null; stderr: string }> {
+  const path = `/cli/${name}.gguf`;
+  const url = server.serve(path, MODEL);
+  server.behave(path, { bytesPerSecond: 50_000 });
+  const child = spawn(process.execPath, [LMSP_BIN, 'models', 'pull', url, '--id', name, '--data-dir', dataDir],
+    { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const partial = join(dataDir, 'models', `${name}.gguf.partial`);
+  await waitFor(() => existsSync(partial) && statSync(partial).size > 0, { timeoutMs: 30_000, what: 'the download to start' });
+  child.kill('SIGINT');
+  const code = await exited;
+  assert.ok(!existsSync(partial), 'the cancelled pull left no partial file');
+  return { code, stderr };
+}
+
+describe('lmsp models pull (LMSP 5.1)', () => {
+  test('with the service running: the pull is the service\'s task; --json prints the model', () => withService({ env: env() }, async (service) => {
+    const source = server.serveHf({ owner: 'lmsp', repo: 'cli', file: 'tiny.gguf' }, MODEL);
+    const ran = await runCli(['models', 'pull', source, '--id', 'cli-online', '--digest', DIGEST, '--json', '--data-dir', service.dataDir], { env: env() });
+    assert.equal(ran.code, 0, ran.stderr);
+    const model = JSON.parse(ran.stdout) as ModelObject;
+    assert.equal(model.id, 'cli-online');
+    assert.equal(model.digest, DIGEST);
+    assert.equal(((await (await api(service, '/v1/models/cli-online')).json()) as ModelObject).digest, DIGEST);
+    const tasks = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
+    assert.ok(tasks.data.some((task) => task.kind === 'model_pull' && task.model === 'cli-online' && task.status === 'completed'));
+
+    const mismatch = await runCli(['models', 'pull', source, '--id', 'cli-mismatch', '--digest', `sha256:${'1'.repeat(64)}`, '--data-dir', service.dataDir], { env: env() });
+    assert.equal(mismatch.code, 1);
+    assert.match(mismatch.stderr, /model_digest_mismatch/);
+
+    const taken = await runCli(['models', 'pull', source, '--id', 'cli-online', '--data-dir', service.dataDir], { env: env() });
+    assert.equal(taken.code, 1);
+    assert.match(taken.stderr, /model_exists/);
+
+    const interrupted = await interruptPull(service.dataDir, 'cli-online-cancelled');
+    assert.equal(interrupted.code, 130, interrupted.stderr);
+    const cancelled = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
+    assert.equal(cancelled.data.find((task) => task.model === 'cli-online-cancelled')?.status, 'cancelled');
+  }));
+
+  test('without a running service: the same task through the task core, then the service knows the model', () => withDataDir(async (dataDir) => {
+    const url = server.serve('/cli/offline.gguf', MODEL);
+    const ran = await runCli(['models', 'pull', url, '--id', 'cli-offline', '--json', '--data-dir', dataDir], { env: env() });
+    assert.equal(ran.code, 0, ran.stderr);
+    const model = JSON.parse(ran.stdout) as ModelObject;
+    assert.deepEqual([model.id, model.digest, model.size_bytes], ['cli-offline', DIGEST, MODEL.length]);
+    assert.ok(!existsSync(join(dataDir, 'models', 'cli-offline.gguf.partial')));
+    const listed = JSON.parse((await runCli(['models', 'ls', '--json', '--data-dir', dataDir])).stdout) as { data: ModelObject[] };
+    assert.equal(listed.data.find((entry) => entry.id === 'cli-offline')?.digest, DIGEST);
+    const human = await runCli(['models', 'pull', url, '--id', 'cli-offline-2', '--data-dir', dataDir], { env: env() });
+    assert.equal(human.code, 0, human.stderr);
+    assert.match(human.stdout, /^pulled cli-offline-2: sha256:[0-9a-f]{64}/);
+
+    const interrupted = await interruptPull(dataDir, 'cli-offline-cancelled');
+    assert.equal(interrupted.code, 130, interrupted.stderr);
+
+    // The service started on this data directory finds the tasks and the models the CLI recorded.
+    await withService({ dataDir, env: env() }, async (service) => {
+      const tasks = (await (await api(service, '/v1/tasks?limit=10&order=asc')).json()) as { data: TaskObject[] };
+      assert.deepEqual(tasks.data.map((task) => [task.kind, task.model, task.status]), [
+        ['model_pull', 'cli-offline', 'completed'], ['model_pull', 'cli-offline-2', 'completed'], ['model_pull', 'cli-offline-cancelled', 'cancelled'],
+      ]);
+      assert.equal(((await (await api(service, '/v1/models/cli-offline')).json()) as ModelObject).digest, DIGEST);
+    });
+  }, 'cli-pull'));
+});

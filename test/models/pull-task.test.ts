@@ -1,0 +1,271 @@
+/**
+ * Model pulls through the real service (LMSP 5.1): `POST /v1/models/pull` makes a `model_pull`
+ * task whose events report the download; the model is registered with its digest once the file
+ * is whole, and every failure leaves no partial file and no model. Files come from a local
+ * server (test/helpers/model-server.ts) behind LMSP_HF_ENDPOINT; nothing touches the network.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
+import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
+import { makeDataDir } from '../helpers/data-dir.js';
+import { api, pairClient, startService, waitFor, withService, type TestService } from '../helpers/service.js';
+
+const MODEL = tinyModelBytes();
+const DIGEST = sha256Digest(MODEL);
+const HALF = Math.floor(MODEL.length / 2);
+
+let server: ModelServer;
+let service: TestService;
+
+before(async () => {
+  server = await startModelServer();
+  service = await startService({ env: { LMSP_HF_ENDPOINT: server.url } });
+});
+after(async () => {
+  await service?.kill();
+  await server?.close();
+});
+
+function pull(body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return api(service, '/v1/models/pull', { method: 'POST', json: body, headers });
+}
+
+async function started(body: unknown): Promise<TaskObject> {
+  const answer = await pull(body);
+  assert.equal(answer.status, 202, await answer.clone().text());
+  const task = (await answer.json()) as TaskObject;
+  assert.equal(answer.headers.get('location'), `/v1/tasks/${task.id}`);
+  return task;
+}
+
+async function finished(taskId: string): Promise<TaskObject> {
+  return waitFor(async () => {
+    const task = (await (await api(service, `/v1/tasks/${taskId}`)).json()) as TaskObject;
+    return task.finished_at !== null ? task : null;
+  }, { timeoutMs: 60_000, what: `task ${taskId} to finish` });
+}
+
+async function eventsOf(taskId: string): Promise<TaskEvent[]> {
+  const page = (await (await api(service, `/v1/tasks/${taskId}/events?limit=1000`)).json()) as { data: TaskEvent[] };
+  return page.data;
+}
+
+function modelsDir(): string {
+  return join(service.dataDir, 'models');
+}
+
+async function assertNothingLeft(id: string): Promise<void> {
+  assert.ok(!existsSync(join(modelsDir(), `${id}.gguf.partial`)), 'no partial file is left');
+  assert.ok(!existsSync(join(modelsDir(), `${id}.gguf`)), 'no model file is left');
+  assert.equal((await api(service, `/v1/models/${id}`)).status, 404, 'no model is registered');
+}
+
+describe('model pulls (LMSP 5.1)', () => {
+  test('a pull completes: 202, model.pull.* events, the model registered with the digest of its bytes', async () => {
+    const url = server.serve('/files/tiny.gguf', MODEL);
+    const task = await started({ source: url, id: 'pulled-plain', digest: DIGEST });
+    assert.equal(task.kind, 'model_pull');
+    assert.equal(task.model, 'pulled-plain');
+    assert.equal(task.on_restart, 'resume', 'a pull resumes after a restart by default');
+    assert.equal((await finished(task.id)).status, 'completed');
+    const events = await eventsOf(task.id);
+    const types = events.map((event) => event.type);
+    assert.equal(types[0], 'model.pull.created');
+    assert.equal(types[1], 'model.pull.in_progress');
+    assert.equal(types.at(-1), 'model.pull.completed');
+    assert.ok(types.slice(2, -1).every((type) => type === 'model.pull.progress'), types.join(', '));
+    assert.deepEqual(events.map((event) => event.sequence_number), events.map((_, index) => index + 1), 'gapless from 1');
+    const model = events.at(-1)!.model as ModelObject;
+    assert.equal(model.id, 'pulled-plain');
+    assert.equal(model.digest, DIGEST);
+    assert.equal(model.size_bytes, MODEL.length);
+    const registered = (await (await api(service, '/v1/models/pulled-plain')).json()) as ModelObject;
+    assert.equal(registered.digest, DIGEST);
+    assert.equal(registered.status, 'ready');
+    assert.equal(registered.architecture, model.architecture);
+    assert.ok(existsSync(join(modelsDir(), 'pulled-plain.gguf')));
+    assert.ok(!existsSync(join(modelsDir(), 'pulled-plain.gguf.partial')));
+    // The pulled model serves a generation.
+    const response = await service.client.createResponse({ model: 'pulled-plain', input: 'hello', max_output_tokens: 4 });
+    assert.equal(response.body.status, 'incomplete');
+  });
+
+  test('hf: sources are fetched from <LMSP_HF_ENDPOINT>/OWNER/REPO/resolve/REVISION/FILE; the id defaults to the file name', async () => {
+    const source = server.serveHf({ owner: 'lmsp', repo: 'tiny-GGUF', file: 'Tiny-Model.Q8_0.gguf', revision: 'v2' }, MODEL);
+    const task = await started({ source });
+    assert.equal(task.model, 'tiny-model.q8_0');
+    assert.equal((await finished(task.id)).status, 'completed');
+    assert.equal(server.requestsTo('/lmsp/tiny-GGUF/resolve/v2/Tiny-Model.Q8_0.gguf').length, 1);
+    assert.equal(((await (await api(service, '/v1/models/tiny-model.q8_0')).json()) as ModelObject).digest, DIGEST);
+  });
+
+  test('a digest that does not match fails with model_digest_mismatch: no partial file, no model', async () => {
+    const url = server.serve('/files/mismatch.gguf', MODEL);
+    const task = await started({ source: url, id: 'pulled-mismatch', digest: `sha256:${'0'.repeat(64)}` });
+    const done = await finished(task.id);
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error?.code, 'model_digest_mismatch');
+    const last = (await eventsOf(task.id)).at(-1)!;
+    assert.equal(last.type, 'model.pull.failed');
+    assert.equal((last.error as { code: string }).code, 'model_digest_mismatch');
+    await assertNothingLeft('pulled-mismatch');
+  });
+
+  test('a connection dropped halfway is continued with a Range request, and the digest is the whole file\'s', async () => {
+    const path = '/files/dropped-once.gguf';
+    const url = server.serve(path, MODEL);
+    server.behaveOnce(path, { dropAfterBytes: HALF });
+    const task = await started({ source: url, id: 'pulled-dropped-once' });
+    assert.equal((await finished(task.id)).status, 'completed');
+    const requests = server.requestsTo(path);
+    assert.equal(requests.length, 2);
+    assert.equal(requests[0]!.range, null);
+    assert.equal(requests[1]!.range, `bytes=${HALF}-`, 'the second request asks for the rest only');
+    assert.equal(((await (await api(service, '/v1/models/pulled-dropped-once')).json()) as ModelObject).digest, DIGEST);
+  });
+
+  test('a server that keeps dropping the connection fails the pull with download_failed and leaves nothing', async () => {
+    const path = '/files/dropped-always.gguf';
+    const url = server.serve(path, MODEL);
+    server.behave(path, { status: 500 });
+    server.behaveOnce(path, { dropAfterBytes: HALF });
+    const task = await started({ source: url, id: 'pulled-dropped' });
+    const done = await finished(task.id);
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error?.code, 'download_failed');
+    assert.match(done.error!.message, /500/);
+    await assertNothingLeft('pulled-dropped');
+  });
+
+  test('a server that lies about the length (a body longer than its Content-Length) fails with download_failed', async () => {
+    const path = '/files/liar.gguf';
+    const url = server.serve(path, MODEL);
+    server.behave(path, { declaredLength: MODEL.length - 1000 });
+    const task = await started({ source: url, id: 'pulled-liar' });
+    const done = await finished(task.id);
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error?.code, 'download_failed');
+    await assertNothingLeft('pulled-liar');
+  });
+
+  test('a file that is not GGUF fails with invalid_model_file', async () => {
+    const url = server.serve('/files/not-a-model.gguf', Buffer.from('<html>this is a login page, not a model</html>'.repeat(100)));
+    const task = await started({ source: url, id: 'pulled-html' });
+    const done = await finished(task.id);
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error?.code, 'invalid_model_file');
+    await assertNothingLeft('pulled-html');
+  });
+
+  test('cancel: cancelling then cancelled, the partial file removed; progress events at most one a second', async () => {
+    const path = '/files/slow.gguf';
+    const url = server.serve(path, MODEL);
+    server.behave(path, { bytesPerSecond: 60_000 });
+    const task = await started({ source: url, id: 'pulled-cancelled' });
+    await waitFor(async () => (await eventsOf(task.id)).filter((event) => event.type === 'model.pull.progress').length >= 2,
+      { timeoutMs: 30_000, what: 'two progress events' });
+    assert.ok(existsSync(join(modelsDir(), 'pulled-cancelled.gguf.partial')), 'the partial file is there while it downloads');
+    const cancel = await api(service, `/v1/tasks/${task.id}/cancel`, { method: 'POST' });
+    assert.equal(cancel.status, 202);
+    assert.equal(((await cancel.json()) as TaskObject).status, 'cancelling');
+    assert.equal((await finished(task.id)).status, 'cancelled');
+    const events = await eventsOf(task.id);
+    assert.deepEqual(events.slice(-2).map((event) => event.type), ['model.pull.cancelling', 'model.pull.cancelled']);
+    const progress = events.filter((event) => event.type === 'model.pull.progress');
+    for (const event of progress) {
+      assert.equal(event.total_bytes, MODEL.length);
+      assert.ok((event.downloaded_bytes as number) > 0 && (event.downloaded_bytes as number) < MODEL.length);
+    }
+    // At most one a second: no two progress events share a second of the clock.
+    assert.equal(new Set(progress.map((event) => event.created_at)).size, progress.length);
+    await assertNothingLeft('pulled-cancelled');
+  });
+
+  test('Idempotency-Key: the same request again gets the same task, once', async () => {
+    const url = server.serve('/files/idempotent.gguf', MODEL);
+    const body = { source: url, id: 'pulled-idempotent' };
+    const first = await pull(body, { 'idempotency-key': 'pull-once' });
+    assert.equal(first.status, 202);
+    const again = await pull(body, { 'idempotency-key': 'pull-once' });
+    assert.equal(again.status, 202);
+    assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    const [a, b] = [(await first.json()) as TaskObject, (await again.json()) as TaskObject];
+    assert.equal(a.id, b.id);
+    assert.equal(again.headers.get('location'), `/v1/tasks/${a.id}`);
+    const other = await pull({ ...body, id: 'pulled-other' }, { 'idempotency-key': 'pull-once' });
+    assert.equal(other.status, 422);
+    await finished(a.id);
+    assert.equal(server.requestsTo('/files/idempotent.gguf').length, 1, 'one download');
+  });
+
+  test('model_exists: a registered id, or one that an unfinished pull targets, gets 409', async () => {
+    const existing = await pull({ source: server.serve('/files/exists.gguf', MODEL), id: 'lmsp-tiny' });
+    assert.equal(existing.status, 409);
+    assert.equal(existing.headers.get('x-should-retry'), 'false');
+    const body = (await existing.json()) as { error: { code: string; param: string } };
+    assert.deepEqual([body.error.code, body.error.param], ['model_exists', 'id']);
+
+    const path = '/files/busy.gguf';
+    const url = server.serve(path, MODEL);
+    server.behave(path, { bytesPerSecond: 100_000 });
+    const first = await started({ source: url, id: 'pulled-busy' });
+    const second = await pull({ source: url, id: 'pulled-busy' });
+    assert.equal(second.status, 409);
+    assert.equal(((await second.json()) as { error: { code: string } }).error.code, 'model_exists');
+    await api(service, `/v1/tasks/${first.id}/cancel`, { method: 'POST' });
+    await finished(first.id);
+  });
+
+  test('sources other than hf: and https: (and http: to the configured endpoint) get 400 naming source', async () => {
+    for (const source of ['file:///etc/passwd.gguf', 'ftp://example.com/model.gguf', 'http://example.com/model.gguf', 'hf:owner/repo', 'model.gguf']) {
+      const answer = await pull({ source });
+      assert.equal(answer.status, 400, source);
+      const body = (await answer.json()) as { error: { code: string; param: string } };
+      assert.deepEqual([body.error.code, body.error.param], ['invalid_request', 'source'], source);
+    }
+    const badDigest = await pull({ source: `${server.url}/files/x.gguf`, digest: 'md5:abc' });
+    assert.equal(((await badDigest.json()) as { error: { param: string } }).error.param, 'digest');
+    const badId = await pull({ source: `${server.url}/files/x.gguf`, id: 'Not An Id' });
+    assert.equal(((await badId.json()) as { error: { param: string } }).error.param, 'id');
+  });
+
+  test('pulling needs models:write', async () => {
+    const reader = await pairClient(service, ['responses', 'models:read'], 'reader');
+    const answer = await api({ url: service.url, token: reader.token }, '/v1/models/pull', { method: 'POST', json: { source: `${server.url}/files/x.gguf` } });
+    assert.equal(answer.status, 403);
+  });
+});
+
+describe('a pull onto a full disk (LMSP 5.1)', () => {
+  test('fails with download_failed saying the disk is full, and leaves no partial file', (t) => {
+    // The models directory is a tmpfs with room for the built-in model and not much more.
+    const modelsDir = makeDataDir('pull-full-disk-models');
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=600k', 'tmpfs', modelsDir], { encoding: 'utf8' });
+    if (mounted.status !== 0) {
+      t.skip(`mounting a tmpfs is not permitted here (${(mounted.stderr || mounted.error?.message || '').trim()})`);
+      return;
+    }
+    return withService({ args: ['--models-dir', modelsDir], env: { LMSP_HF_ENDPOINT: server.url } }, async (full) => {
+      const url = server.serve('/files/too-big.gguf', MODEL);
+      const answer = await api(full, '/v1/models/pull', { method: 'POST', json: { source: url, id: 'too-big' } });
+      assert.equal(answer.status, 202);
+      const task = (await answer.json()) as TaskObject;
+      const done = await waitFor(async () => {
+        const current = (await (await api(full, `/v1/tasks/${task.id}`)).json()) as TaskObject;
+        return current.finished_at !== null ? current : null;
+      }, { timeoutMs: 30_000, what: 'the pull to end' });
+      assert.equal(done.status, 'failed');
+      assert.equal(done.error?.code, 'download_failed');
+      assert.match(done.error!.message, /disk is full/);
+      assert.deepEqual(readdirSync(modelsDir).sort(), ['lmsp-tiny.gguf'], 'no partial file is left');
+      assert.equal((await api(full, '/v1/models/too-big')).status, 404);
+    }).finally(() => {
+      spawnSync('umount', [modelsDir]);
+      rmSync(modelsDir, { recursive: true, force: true });
+    });
+  });
+});
