@@ -13,6 +13,7 @@ import { benchPull } from './pull.js';
 import { benchGgufValidation } from './gguf-validation.js';
 import { benchObservability } from './observability.js';
 import { benchGrammar } from './grammar.js';
+import { benchGrammarService } from './grammar-service.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -31,6 +32,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   observability: benchObservability,
   embeddings: benchEmbeddings,
   grammar: benchGrammar,
+  'grammar-service': benchGrammarService,
   chat: benchChat,
 };
 

@@ -26,6 +26,18 @@ export interface OutputMessage {
   content: OutputText[];
 }
 
+/** LMSP 6.2: a call of one of the request's functions; `arguments` is JSON text. */
+export interface FunctionCallItem {
+  type: 'function_call';
+  id: string;
+  call_id: string;
+  name: string;
+  arguments: string;
+  status: 'in_progress' | 'completed' | 'incomplete';
+}
+
+export type ResponseOutputItem = OutputMessage | FunctionCallItem;
+
 export interface ResponseTaskSummary {
   id: string;
   status: TaskStatus;
@@ -49,12 +61,39 @@ export interface ResponseObject {
   seed: number;
   store: boolean;
   metadata: Record<string, string>;
+  /**
+   * The message, typed as such for the many readers that only send text; with `tools`,
+   * function call items (FunctionCallItem) follow it or stand alone: check `type` first.
+   */
   output: OutputMessage[];
   usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
   error: { code: string; message: string } | null;
   incomplete_details: { reason: 'max_output_tokens' } | null;
   task: ResponseTaskSummary;
+  /** LMSP 6.1, as OpenAI shows it: `{format: {type: "text"}}` by default. */
+  text: { format: TextFormatObject };
+  /** LMSP 6.2. */
+  tools: FunctionToolObject[];
+  tool_choice: ToolChoiceParam;
+  parallel_tool_calls: boolean;
 }
+
+/** LMSP 6.1 `text.format` as the response shows it. */
+export type TextFormatObject =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict: boolean | null; description?: string };
+
+/** LMSP 6.2: a function the model may call. */
+export interface FunctionToolObject {
+  type: 'function';
+  name: string;
+  description: string | null;
+  parameters: Record<string, unknown> | null;
+  strict: boolean | null;
+}
+
+export type ToolChoiceParam = 'auto' | 'none' | 'required' | { type: 'function'; name: string };
 
 export interface TaskObject {
   id: string;
@@ -151,7 +190,7 @@ export interface MessageInput {
 /** The body of `POST /v1/responses` (a subset of the OpenAI Responses API, LMSP section 6). */
 export interface CreateResponseBody {
   model: string;
-  input: string | MessageInput[];
+  input: string | Array<MessageInput | FunctionCallInput | FunctionCallOutputInput>;
   instructions?: string | null;
   previous_response_id?: string | null;
   max_output_tokens?: number | null;
@@ -163,4 +202,41 @@ export interface CreateResponseBody {
   store?: boolean | null;
   metadata?: Record<string, string> | null;
   on_restart?: RestartPolicy | null;
+  /** LMSP 6.1. */
+  text?: { format?: TextFormatParam | null } | null;
+  /** LMSP 6.2. */
+  tools?: FunctionToolParam[] | null;
+  tool_choice?: ToolChoiceParam | null;
+  parallel_tool_calls?: boolean | null;
+}
+
+export type TextFormatParam =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean | null; description?: string };
+
+export interface FunctionToolParam {
+  type: 'function';
+  name: string;
+  description?: string | null;
+  parameters?: Record<string, unknown> | null;
+  strict?: boolean | null;
+}
+
+/** LMSP 6.2: input items that carry a call and its result. */
+export interface FunctionCallInput {
+  type: 'function_call';
+  call_id: string;
+  name: string;
+  arguments: string;
+  id?: string;
+  status?: string;
+}
+
+export interface FunctionCallOutputInput {
+  type: 'function_call_output';
+  call_id: string;
+  output: string;
+  id?: string;
+  status?: string;
 }

@@ -3,7 +3,7 @@ import type { Client } from '../domain/clients.js';
 import type { Model } from '../domain/models.js';
 import type { ResponseHeader } from '../domain/responses.js';
 import { isIncomplete, type Task, type TaskStatus } from '../domain/tasks.js';
-import type { ClientObject, ModelObject, OutputMessage, ResponseObject, ResponseStatus, TaskObject } from './types.js';
+import type { ClientObject, FunctionCallItem, ModelObject, OutputMessage, ResponseObject, ResponseStatus, TaskObject } from './types.js';
 
 /** What a response's `status` is while its task is in each state (LMSP section 6). */
 export function responseStatusOf(task: Pick<Task, 'status' | 'finishReason'>): ResponseStatus {
@@ -40,7 +40,11 @@ function outputOf(response: ResponseHeader, task: Task, text: string): OutputMes
   }];
 }
 
-export function toResponseObject(response: ResponseHeader, task: Task, text: string): ResponseObject {
+/**
+ * `toolItems`: with tools (LMSP 6.2), the output items as they are (the message only when it has
+ * text, then the function calls); without, the one message holding `text`.
+ */
+export function toResponseObject(response: ResponseHeader, task: Task, text: string, toolItems?: Array<OutputMessage | FunctionCallItem>): ResponseObject {
   const status = responseStatusOf(task);
   return {
     id: response.id,
@@ -57,7 +61,9 @@ export function toResponseObject(response: ResponseHeader, task: Task, text: str
     seed: response.seed,
     store: response.store,
     metadata: response.metadata,
-    output: outputOf(response, task, text),
+    output: toolItems === undefined ? outputOf(response, task, text)
+      // Read `type` first: ResponseObject types `output` as messages (see its comment).
+      : task.startedAt === null || (task.status === 'queued' && toolItems.length === 0) ? [] : toolItems as OutputMessage[],
     usage: task.inputTokens === null
       ? null
       : { input_tokens: task.inputTokens, output_tokens: task.outputTokens, total_tokens: task.inputTokens + task.outputTokens },
@@ -70,6 +76,33 @@ export function toResponseObject(response: ResponseHeader, task: Task, text: str
       attempt: task.attempt,
       last_sequence_number: task.lastSequenceNumber,
     },
+    ...requestedOutputOf(response),
+  };
+}
+
+/** The output items of a finished response with tools: its message when it has text, then its calls. */
+export function finishedToolItems(response: ResponseHeader, task: Task, text: string,
+  calls: ReadonlyArray<{ id: string; callId: string; name: string; arguments: string; status: 'completed' | 'incomplete' }>): Array<OutputMessage | FunctionCallItem> {
+  const items: Array<OutputMessage | FunctionCallItem> = [];
+  if (text !== '') {
+    items.push({
+      type: 'message', id: response.outputItemId, role: 'assistant', status: calls.length > 0 ? 'completed' : outputItemStatusOf(task),
+      content: [{ type: 'output_text', text, annotations: [] }],
+    });
+  }
+  for (const call of calls) {
+    items.push({ type: 'function_call', id: call.id, call_id: call.callId, name: call.name, arguments: call.arguments, status: call.status });
+  }
+  return items;
+}
+
+/** LMSP 6.1, 6.2: what the request asked of the output, as OpenAI shows it on the response. */
+function requestedOutputOf(response: ResponseHeader): Pick<ResponseObject, 'text' | 'tools' | 'tool_choice' | 'parallel_tool_calls'> {
+  return {
+    text: { format: response.textFormat ?? { type: 'text' } },
+    tools: (response.tools ?? []).map((tool) => ({ ...tool })),
+    tool_choice: response.toolChoice ?? 'auto',
+    parallel_tool_calls: response.parallelToolCalls ?? true,
   };
 }
 

@@ -27,14 +27,79 @@ const message = {
   },
 } as const;
 
+/** LMSP 6.1 `text.format`; the schema itself is checked by the grammar's translation (400 unsupported_schema). */
+const textFormat = {
+  type: ['object', 'null'],
+  required: ['type'],
+  properties: {
+    type: { type: 'string', enum: ['text', 'json_object', 'json_schema'] },
+    name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
+    schema: { type: 'object' },
+    strict: { type: ['boolean', 'null'] },
+    description: { type: 'string' },
+  },
+} as const;
+
+/** LMSP 6.2 `tools`: functions only. */
+const functionTool = {
+  type: 'object',
+  required: ['type', 'name'],
+  properties: {
+    type: { type: 'string', enum: ['function'] },
+    name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
+    description: { type: ['string', 'null'] },
+    parameters: { type: ['object', 'null'] },
+    strict: { type: ['boolean', 'null'] },
+  },
+} as const;
+
+const toolChoice = {
+  anyOf: [
+    { type: 'string', enum: ['auto', 'none', 'required'] },
+    {
+      type: 'object',
+      required: ['type', 'name'],
+      properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
+    },
+    { type: 'null' },
+  ],
+} as const;
+
+/** LMSP 6.2: a call the model made, given back as input. */
+const functionCallItem = {
+  type: 'object',
+  required: ['type', 'call_id', 'name', 'arguments'],
+  properties: {
+    type: { type: 'string', enum: ['function_call'] },
+    call_id: { type: 'string', minLength: 1, maxLength: 256 },
+    name: { type: 'string', minLength: 1, maxLength: 64 },
+    arguments: { type: 'string' },
+    id: { type: 'string', maxLength: 256 },
+    status: { type: 'string' },
+  },
+} as const;
+
+/** LMSP 6.2: the output of a call. */
+const functionCallOutputItem = {
+  type: 'object',
+  required: ['type', 'call_id', 'output'],
+  properties: {
+    type: { type: 'string', enum: ['function_call_output'] },
+    call_id: { type: 'string', minLength: 1, maxLength: 256 },
+    output: { type: 'string' },
+    id: { type: 'string', maxLength: 256 },
+    status: { type: 'string' },
+  },
+} as const;
+
 export const createResponseBody = {
   type: 'object',
   required: ['model', 'input'],
   properties: {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
-      description: 'A string, or an array of messages.',
-      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: message }],
+      description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
+      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: { anyOf: [message, functionCallItem, functionCallOutputItem] } }],
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
     previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },
@@ -56,6 +121,14 @@ export const createResponseBody = {
       enum: [...RESTART_POLICIES, null],
       description: 'LMSP: what a restart does to the unfinished task; default resume for background, fail otherwise.',
     },
+    text: {
+      type: ['object', 'null'],
+      properties: { format: textFormat },
+      description: 'LMSP 6.1: text, json_object or json_schema, enforced by constrained decoding.',
+    },
+    tools: { type: ['array', 'null'], maxItems: 128, items: functionTool, description: 'LMSP 6.2: functions the model may call.' },
+    tool_choice: { ...toolChoice, description: 'auto (default), none, required, or {type: "function", name}.' },
+    parallel_tool_calls: { type: ['boolean', 'null'], description: 'Default true: one turn may hold several calls.' },
   },
 } as const;
 

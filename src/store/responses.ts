@@ -1,5 +1,7 @@
 /** The `responses` table: what was asked (request fields, input, context) and the final text. */
-import type { ChatMessage, InputItem, ResponseHeader, StoredResponse } from '../domain/responses.js';
+import type {
+  ChatMessage, FunctionCallOutput, FunctionTool, ResponseHeader, ResponseInputItem, ResponseToolChoice, StoredResponse, TextFormat,
+} from '../domain/responses.js';
 import type { Sqlite } from './db.js';
 
 export interface DbResponse {
@@ -21,13 +23,19 @@ export interface DbResponse {
   context: string;
   output_item_id: string;
   output_text: string | null;
+  text_format: string | null;
+  tools: string | null;
+  tool_choice: string | null;
+  parallel_tool_calls: number;
+  output_calls: string | null;
 }
 
-export type DbResponseHeader = Omit<DbResponse, 'input_items' | 'context' | 'output_text'>;
+export type DbResponseHeader = Omit<DbResponse, 'input_items' | 'context' | 'output_text' | 'output_calls'>;
 
 /** The columns of a response's header: everything but the input, the context and the final text. */
 export const RESPONSE_HEADER_COLUMNS = ['id', 'client_id', 'model', 'created_at', 'background', 'stream', 'store', 'instructions',
-  'previous_response_id', 'max_output_tokens', 'temperature', 'top_p', 'seed', 'metadata', 'output_item_id'] as const;
+  'previous_response_id', 'max_output_tokens', 'temperature', 'top_p', 'seed', 'metadata', 'output_item_id',
+  'text_format', 'tools', 'tool_choice', 'parallel_tool_calls'] as const;
 
 export function toResponseHeader(row: DbResponseHeader): ResponseHeader {
   return {
@@ -46,15 +54,20 @@ export function toResponseHeader(row: DbResponseHeader): ResponseHeader {
     seed: row.seed,
     metadata: JSON.parse(row.metadata) as Record<string, string>,
     outputItemId: row.output_item_id,
+    ...(row.text_format === null ? {} : { textFormat: JSON.parse(row.text_format) as TextFormat }),
+    ...(row.tools === null ? {} : { tools: JSON.parse(row.tools) as FunctionTool[] }),
+    ...(row.tool_choice === null ? {} : { toolChoice: JSON.parse(row.tool_choice) as ResponseToolChoice }),
+    parallelToolCalls: row.parallel_tool_calls === 1,
   };
 }
 
 export function toStoredResponse(row: DbResponse): StoredResponse {
   return {
     ...toResponseHeader(row),
-    inputItems: JSON.parse(row.input_items) as InputItem[],
+    inputItems: JSON.parse(row.input_items) as ResponseInputItem[],
     context: JSON.parse(row.context) as ChatMessage[],
     outputText: row.output_text,
+    outputCalls: row.output_calls === null ? null : JSON.parse(row.output_calls) as FunctionCallOutput[],
   };
 }
 
@@ -65,21 +78,25 @@ export class ResponseTable {
   private readonly setOutputTextStatement;
   private readonly outputTextStatement;
   private readonly deleteStatement;
+  private readonly setOutputCallsStatement;
+  private readonly outputCallsStatement;
 
   constructor(db: Sqlite) {
     this.insertStatement = db.prepare(`
       INSERT INTO responses (id, client_id, model, created_at, background, stream, store, instructions,
         previous_response_id, max_output_tokens, temperature, top_p, seed, metadata, input_items, context,
-        output_item_id, output_text)
+        output_item_id, output_text, text_format, tools, tool_choice, parallel_tool_calls)
       VALUES (@id, @client_id, @model, @created_at, @background, @stream, @store, @instructions,
         @previous_response_id, @max_output_tokens, @temperature, @top_p, @seed, @metadata, @input_items, @context,
-        @output_item_id, @output_text)`);
+        @output_item_id, @output_text, @text_format, @tools, @tool_choice, @parallel_tool_calls)`);
     this.getStatement = db.prepare<[string], DbResponse>('SELECT * FROM responses WHERE id = ?');
     this.getHeaderStatement = db.prepare<[string], DbResponseHeader>(
       `SELECT ${RESPONSE_HEADER_COLUMNS.join(', ')} FROM responses WHERE id = ?`);
     this.setOutputTextStatement = db.prepare('UPDATE responses SET output_text = ? WHERE id = ?');
     this.outputTextStatement = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM responses WHERE id = ?');
     this.deleteStatement = db.prepare('DELETE FROM responses WHERE id = ?');
+    this.setOutputCallsStatement = db.prepare('UPDATE responses SET output_calls = ? WHERE id = ?');
+    this.outputCallsStatement = db.prepare<[string], { output_calls: string | null }>('SELECT output_calls FROM responses WHERE id = ?');
   }
 
   insert(response: StoredResponse): void {
@@ -102,6 +119,10 @@ export class ResponseTable {
       context: JSON.stringify(response.context),
       output_item_id: response.outputItemId,
       output_text: response.outputText,
+      text_format: response.textFormat ? JSON.stringify(response.textFormat) : null,
+      tools: response.tools?.length ? JSON.stringify(response.tools) : null,
+      tool_choice: response.toolChoice ? JSON.stringify(response.toolChoice) : null,
+      parallel_tool_calls: response.parallelToolCalls === false ? 0 : 1,
     });
   }
 
@@ -123,6 +144,17 @@ export class ResponseTable {
 
   setOutputText(id: string, text: string | null): void {
     this.setOutputTextStatement.run(text, id);
+  }
+
+  /** LMSP 6.2: the function calls of the finished response. */
+  setOutputCalls(id: string, calls: readonly FunctionCallOutput[]): void {
+    this.setOutputCallsStatement.run(JSON.stringify(calls), id);
+  }
+
+  /** The function calls, once the task has finished (null before, or without tools). */
+  outputCalls(id: string): FunctionCallOutput[] | null {
+    const text = this.outputCallsStatement.get(id)?.output_calls ?? null;
+    return text === null ? null : JSON.parse(text) as FunctionCallOutput[];
   }
 
   delete(id: string): void {

@@ -7,18 +7,19 @@ import type { CreateResponseBody, MessageInput } from '../api/types.js';
 import { canSee, type Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { promptMessages, type ChatMessage, type InputItem, type StoredResponse } from '../domain/responses.js';
+import { conversationWith, normalizeInput, previousTurn } from './response-input.js';
 import { isFinal, type RestartPolicy, type Task } from '../domain/tasks.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
+import { textFormatOf, toolingOf, toToolDefinition } from './response-format.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
 const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
 
-function normalizeInput(input: string | MessageInput[]): InputItem[] {
-  const messages: MessageInput[] = typeof input === 'string' ? [{ role: 'user', content: input }] : input;
+function normalizeMessages(messages: MessageInput[]): InputItem[] {
   return messages.map((message) => ({
     id: newId('msg'),
     type: 'message',
@@ -30,9 +31,6 @@ function normalizeInput(input: string | MessageInput[]): InputItem[] {
   }));
 }
 
-function toChatMessages(items: readonly InputItem[]): ChatMessage[] {
-  return items.map((item) => ({ role: item.role, content: item.content.map((part) => part.text).join('') }));
-}
 
 export interface PreparedResponse {
   response: StoredResponse;
@@ -49,6 +47,9 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const storeResponse = body.store ?? true;
   if (background && !storeResponse) throw invalidRequest('store', 'background responses must be stored: store cannot be false with background: true');
 
+  const textFormat = textFormatOf(body);
+  const tooling = toolingOf(body);
+
   let context: ChatMessage[] = [];
   if (body.previous_response_id) {
     const previous = store.responses.get(body.previous_response_id);
@@ -59,10 +60,10 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     if (!previousTask || !isFinal(previousTask.status)) {
       throw new ServiceError('response_not_finished', `Previous response '${previous.id}' has not finished yet.`, { param: 'previous_response_id' });
     }
-    context = [...previous.context, { role: 'assistant', content: previous.outputText ?? '' }];
+    context = [...previous.context, previousTurn(previous)];
   }
-  const inputItems = normalizeInput(body.input);
-  context = [...context, ...toChatMessages(inputItems)];
+  const inputItems = normalizeInput(body.input, normalizeMessages);
+  context = conversationWith(context, inputItems);
 
   const contextLength = model.contextLength ?? Number.MAX_SAFE_INTEGER;
   const maxOutputTokens = body.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);
@@ -77,7 +78,8 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   if (bound + maxOutputTokens > contextLength) {
     let inputTokens: number | null = null;
     try {
-      inputTokens = (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, messages)).tokens;
+      inputTokens = (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, messages,
+        tooling.tools?.map(toToolDefinition))).tokens;
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
@@ -108,6 +110,8 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     context,
     outputItemId: newId('msg'),
     outputText: null,
+    ...(textFormat ? { textFormat } : {}),
+    ...tooling,
   };
   return { response, task: newTask(response, body.on_restart ?? (background ? 'resume' : 'fail')) };
 }

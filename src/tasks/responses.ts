@@ -3,7 +3,8 @@
  * now, settle a request that was tied to a connection, delete a finished one.
  */
 import type { CreateResponseBody, ResponseObject } from '../api/types.js';
-import { toResponseObject } from '../api/views.js';
+import { liveToolOutputItems } from '../api/response-tool-events.js';
+import { finishedToolItems, toResponseObject } from '../api/views.js';
 import { canSee, type Client } from '../domain/clients.js';
 import { ServiceError } from '../domain/errors.js';
 import type { StoredResponse } from '../domain/responses.js';
@@ -11,6 +12,8 @@ import { isFinal, responseIdOf, type Task } from '../domain/tasks.js';
 import type { IdempotencyKey, Recording, StoredAnswer, WriteContext } from '../store/index.js';
 import type { TaskCore } from './core.js';
 import { prepareResponse } from './prepare-response.js';
+import { hasTools } from './response-kind.js';
+import { readToolOutput } from './response-tool-output.js';
 import { assertRoomForTask, type TaskLimits } from './limits.js';
 import { cancelForDisconnect, waitForFinish } from './waiting.js';
 
@@ -69,7 +72,12 @@ export function responseView(core: Pick<TaskCore, 'store' | 'machine'>, task: Ta
   const header = core.store.responses.getHeader(responseId);
   if (!header) throw new ServiceError('not_found', `No response with id '${responseId}'.`);
   const text = task.finishedAt !== null ? core.store.responses.outputText(responseId) ?? '' : core.machine.outputText(task);
-  return toResponseObject(header, task, text);
+  if (!hasTools(header)) return toResponseObject(header, task, text);
+  // LMSP 6.2: the message when it has text, then the calls; while running, as the log has them.
+  const items = task.finishedAt !== null
+    ? finishedToolItems(header, task, text, core.store.responses.outputCalls(responseId) ?? [])
+    : liveToolOutputItems(header, readToolOutput(core.store, task), task);
+  return toResponseObject(header, task, text, items);
 }
 
 /**

@@ -147,7 +147,7 @@ export function outputText(output: OutputItem[] | undefined): string {
 }
 
 export function messageText(content: InputMessage['content'] | null): string {
-  if (content === null) return '';
+  if (content === null || content === undefined) return ''; // function_call items have no content
   return typeof content === 'string' ? content : content.map((part) => part.text ?? '').join('');
 }
 

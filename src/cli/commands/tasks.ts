@@ -59,7 +59,7 @@ export function registerTasks(program: Command): void {
         `events    ${task.last_sequence_number}`,
         ...(response ? [`usage     ${response.usage ? `${response.usage.input_tokens} in, ${response.usage.output_tokens} out` : '-'}`] : []),
         ...(task.error ? [`error     ${task.error.code}: ${task.error.message}`] : []),
-        ...(response ? ['', response.output[0]?.content[0]?.text ?? ''] : []),
+        ...(response ? ['', response.output.find((item) => item.type === 'message')?.content[0]?.text ?? ''] : []), // calls first with tools
         '',
       ].join('\n'));
     }));

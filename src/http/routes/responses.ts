@@ -140,7 +140,8 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     const response = core.store.responses.get(id)!;
     const items = query.order === 'asc' ? response.inputItems : [...response.inputItems].reverse();
     const start = query.after ? items.findIndex((item) => item.id === query.after) + 1 : 0;
-    const data = items.slice(start, start + query.limit);
+    // Messages, and with tools (LMSP 6.2) function_call and function_call_output items: read `type` first.
+    const data = items.slice(start, start + query.limit) as InputItemList['data'];
     return {
       object: 'list',
       data,
