@@ -15,6 +15,7 @@ import { benchGrammar } from './grammar.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
+import { benchStorage } from './storage.js';
 import { benchSweep } from './sweep.js';
 import { log, machine, runs, settleDisk, type Figure } from './lib.js';
 
@@ -30,6 +31,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   observability: benchObservability,
   embeddings: benchEmbeddings,
   grammar: benchGrammar,
+  storage: benchStorage,
 };
 
 function format(value: number, unit: string): string {
