@@ -85,6 +85,8 @@ export function floorMs(file: string): number {
   const db = new BetterSqlite3(file);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
+  // As the service during recovery: no checkpoint on this connection (the maintenance worker does it later).
+  db.pragma('wal_autocheckpoint = 0');
   const now = Math.floor(Date.now() / 1000);
   const changed = changedAtRecoverySql('t.');
   const to = byOutcome((status, policy) => `'${statusAfterRecovery(status, RECOVERY[policy][status])}'`);
