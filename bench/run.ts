@@ -17,6 +17,7 @@ import { benchGrammarService } from './grammar-service.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
+import { benchStorage } from './storage.js';
 import { benchSweep } from './sweep.js';
 import { log, machine, runs, settleDisk, type Figure } from './lib.js';
 
@@ -34,6 +35,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   grammar: benchGrammar,
   'grammar-service': benchGrammarService,
   chat: benchChat,
+  storage: benchStorage,
 };
 
 function format(value: number, unit: string): string {

@@ -1,7 +1,11 @@
 /**
  * Streaming overhead: tokens per second of one generation streamed over SSE through the service
  * (every delta committed to the database before it is sent) against node-llama-cpp decoding the
- * same model, prompt and seed directly; and the time to first token of each.
+ * same model, prompt and seed directly; and the time to first token of each. Both sides run
+ * on the same CPUs: where the service pins its runner (`--cpu-affinity auto`), the direct
+ * process is pinned by the same plan to the same CPUs; otherwise neither is. The two alternate
+ * within the run (which goes first changes every run), and the spread of the per-run ratios is
+ * reported with the medians.
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -9,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { writeGgufFile } from '../src/engine/gguf-writer.js';
 import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.js';
 import { defaultThreads } from '../src/config.js';
+import { affinityForThisMachine, type AffinityPlan } from '../src/engine/cpu-affinity.js';
 import { api } from '../test/helpers/service.js';
 import { readSse } from '../test/helpers/sse.js';
 import { log, median, runs, startService, type Figure, type TestService } from './lib.js';
@@ -44,11 +49,17 @@ async function throughService(service: TestService, modelId: string): Promise<Me
   return { ttftMs: first - started, tokensPerSecond: (tokens - 1) / ((last - first) / 1000) };
 }
 
-function direct(modelPath: string, count: number): Promise<Measurement[]> {
+/** The plan the service applies to its one runner (default `--parallel 1`, `--cpu-affinity auto`). */
+function runnerAffinity(): AffinityPlan {
+  return affinityForThisMachine('auto', 1, defaultThreads());
+}
+
+function direct(modelPath: string, count: number, affinity: AffinityPlan): Promise<Measurement[]> {
   const script = fileURLToPath(new URL('./direct-decode.js', import.meta.url));
-  const child = spawn(process.execPath, [script, modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), String(count)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const args = [script, modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), String(count)];
+  const child = affinity.pinned
+    ? spawn(affinity.taskset, ['-c', affinity.runnerCpus[0]!, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   return new Promise((resolve, reject) => child.on('exit', (code) => {
@@ -57,14 +68,20 @@ function direct(modelPath: string, count: number): Promise<Measurement[]> {
   }));
 }
 
-async function measure(service: TestService, modelId: string, modelPath: string): Promise<{ service: Measurement[]; direct: Measurement[] }> {
+async function measure(service: TestService, modelId: string, modelPath: string, affinity: AffinityPlan): Promise<{ service: Measurement[]; direct: Measurement[] }> {
   await throughService(service, modelId); // loads the model
   const viaService: Measurement[] = [];
   const viaDirect: Measurement[] = [];
   for (let run = 0; run < runs(); run++) {
-    viaService.push(await throughService(service, modelId));
-    // The service keeps its model loaded meanwhile, as it would between requests.
-    viaDirect.push(...(await direct(modelPath, 1)));
+    // The service keeps its model loaded meanwhile, as it would between requests. Which side
+    // goes first alternates, so that a slow moment of the machine does not always hit the same one.
+    if (run % 2 === 0) {
+      viaService.push(await throughService(service, modelId));
+      viaDirect.push(...(await direct(modelPath, 1, affinity)));
+    } else {
+      viaDirect.push(...(await direct(modelPath, 1, affinity)));
+      viaService.push(await throughService(service, modelId));
+    }
     log(`streaming ${modelId} run ${run + 1}: service ${viaService.at(-1)!.tokensPerSecond.toFixed(0)} tok/s, direct ${viaDirect.at(-1)!.tokensPerSecond.toFixed(0)} tok/s`);
   }
   return { service: viaService, direct: viaDirect };
@@ -73,9 +90,16 @@ async function measure(service: TestService, modelId: string, modelPath: string)
 function rateFigure(name: string, how: string, target: string, threshold: number | null, result: { service: Measurement[]; direct: Measurement[] }): Figure {
   const value = median(result.service.map((m) => m.tokensPerSecond));
   const baseline = median(result.direct.map((m) => m.tokensPerSecond));
+  // The ratio of each run's pair, measured back to back: its median and its spread.
+  const ratios = result.service.map((m, index) => m.tokensPerSecond / result.direct[index]!.tokensPerSecond);
   return {
     name, value, baseline, unit: 'tok/s', ratio: value / baseline, target, met: threshold === null || value / baseline >= threshold, how,
     samples: { value: result.service.map((m) => m.tokensPerSecond), baseline: result.direct.map((m) => m.tokensPerSecond) },
+    extra: {
+      run_ratios: ratios.map((ratio) => ratio.toFixed(2)).join(' '),
+      run_ratio_median: Number(median(ratios).toFixed(2)),
+      run_ratio_spread: `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`,
+    },
   };
 }
 
@@ -86,10 +110,12 @@ export async function benchStreaming(): Promise<Figure[]> {
     writeGgufFile(modelPath, buildSyntheticModel(BENCH_MODEL));
     const registered = await api(service, '/v1/models', { method: 'POST', json: { path: 'bench.gguf', id: 'bench' } });
     if (registered.status !== 201) throw new Error(`cannot register the benchmark model: ${registered.status}`);
-    const bench = await measure(service, 'bench', modelPath);
-    const tiny = await measure(service, 'lmsp-tiny', join(service.dataDir, 'models', 'lmsp-tiny.gguf'));
+    const affinity = runnerAffinity();
+    log(affinity.pinned ? `streaming: service runner and direct process both pinned to CPU(s) ${affinity.runnerCpus[0]}` : `streaming: neither side pinned (${affinity.reason})`);
+    const bench = await measure(service, 'bench', modelPath, affinity);
+    const tiny = await measure(service, 'lmsp-tiny', join(service.dataDir, 'models', 'lmsp-tiny.gguf'), affinity);
     const model = `${BENCH_MODEL.embedding} wide, ${BENCH_MODEL.layers} layers, ${BENCH_MODEL.tensorType}`;
-    const threads = `${defaultThreads()} thread(s)`;
+    const threads = `${defaultThreads()} thread(s), ${affinity.pinned ? `both pinned to CPU(s) ${affinity.runnerCpus[0]}` : 'neither pinned'}, alternating which goes first`;
     return [
       rateFigure('Streaming throughput (tokens/s)', `${TOKENS} tokens of a generated ${model} model, seed ${SEED}: SSE through the service (deltas committed first) vs node-llama-cpp directly, ${threads}`, '>= 0.95', 0.95, bench),
       {

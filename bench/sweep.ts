@@ -17,11 +17,10 @@ const EVENTS_PER_TASK = 1000;
 function populate(dataDir: string): { probeId: string; taskIds: string[] } {
   const store = Store.open(dataDir);
   const taskIds: string[] = [];
-  const insertEvent = store.db.sqlite.prepare(
-    "INSERT INTO task_events (task_id, sequence_number, type, created_at, data, tokens) VALUES (?, ?, 'response.output_text.delta', ?, ?, ?)");
   const setLast = store.db.sqlite.prepare('UPDATE tasks SET last_sequence_number = ? WHERE id = ?');
-  const delta = JSON.stringify({ item_id: 'msg_x', output_index: 0, content_index: 0, delta: 'word ', logprobs: [] });
-  const tokens = Buffer.alloc(8);
+  // Stored as the service stores deltas (compactly, src/store/events.ts).
+  const delta = { item_id: 'msg_x', output_index: 0, content_index: 0, delta: 'word ', logprobs: [] };
+  const tokens = [0, 0];
   for (let i = 0; i <= TASKS; i++) {
     store.db.transaction((context) => {
       const { response, task } = makeResponseAndTask({ clientId: 'cli_bench' });
@@ -30,7 +29,7 @@ function populate(dataDir: string): { probeId: string; taskIds: string[] } {
       machineOf(store).complete(context, task.id, 'max_output_tokens');
       if (i === TASKS) return; // the probe: recent, small, never swept
       const first = store.tasks.get(task.id)!.lastSequenceNumber;
-      for (let n = 1; n <= EVENTS_PER_TASK; n++) insertEvent.run(task.id, first + n, 1, delta, tokens);
+      for (let n = 1; n <= EVENTS_PER_TASK; n++) store.events.append(task.id, first + n, 'response.output_text.delta', 1, delta, tokens);
       setLast.run(first + EVENTS_PER_TASK, task.id);
       taskIds.push(task.id);
     });

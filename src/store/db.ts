@@ -16,6 +16,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, rea
 import { join } from 'node:path';
 import { ServiceError } from '../domain/errors.js';
 import { packagePath } from '../paths.js';
+import { packedFromFixedWidth } from './token-codec.js';
 
 export type Sqlite = BetterSqlite3.Database;
 
@@ -166,6 +167,9 @@ export class Database {
         const result = sqlite.pragma('quick_check', { simple: true });
         if (result !== 'ok') throw Object.assign(new Error(`quick_check: ${String(result)}`), { code: 'SQLITE_CORRUPT' });
       }
+      // Migration 0009 re-encodes the token ids of existing delta events.
+      sqlite.function('lmsp_tokens_from_fixed_width', { deterministic: true },
+        (blob: unknown) => (blob instanceof Uint8Array ? packedFromFixedWidth(blob) : null));
       const database = new Database(sqlite, path);
       database.migrate();
       return database;

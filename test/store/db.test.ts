@@ -10,7 +10,8 @@ import { withDataDir } from '../helpers/data-dir.js';
 describe('database (LMSP 11.1, project decisions)', () => {
   test('creates all seven tables of LMSP 11.1 with WAL, synchronous FULL and mode 0600', () => withDataDir((dir) => {
     const db = Database.open(dir);
-    const tables = (db.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
+    // task_events is a view over task_log since migration 0009 (compact delta events).
+    const tables = (db.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' OR type = 'view'").all() as { name: string }[]).map((t) => t.name);
     for (const table of ['service_config', 'clients', 'models', 'responses', 'tasks', 'task_events', 'idempotency_keys']) {
       assert.ok(tables.includes(table), `missing table ${table}`);
     }
