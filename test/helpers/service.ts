@@ -36,7 +36,7 @@ export interface TestService {
 }
 
 export async function waitFor<T>(check: () => T | Promise<T>, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<NonNullable<T>> {
-  const deadline = Date.now() + (options.timeoutMs ?? 20_000);
+  const deadline = Date.now() + (options.timeoutMs ?? 45_000);
   let last: unknown;
   for (;;) {
     try {
