@@ -13,11 +13,12 @@ import { ServiceError, invalidRequest } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
 import { checkSchemaSupported, checkToolsSupported } from '../engine/grammar/constraint.js';
 import { randomSeed } from '../engine/sampling.js';
-import { newChatCompletionId, newId } from '../ids.js';
+import { newChatCompletionId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import { generationOf } from './chat-completion-kind.js';
 import type { TaskCore } from './core.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from './prepare-response.js';
+import { newTask } from './new-task.js';
 
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
 const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
@@ -193,26 +194,7 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
 }
 
 function newChatCompletionTask(completion: StoredChatCompletion, onRestart: Task['onRestart']): Task {
-  return {
-    seq: 0,
-    id: newId('task'),
-    kind: 'chat_completion',
-    responseId: null,
-    completionId: completion.id,
-    clientId: completion.clientId,
-    model: completion.model,
-    status: 'queued',
-    onRestart,
-    attempt: 1,
-    restarts: 0,
-    createdAt: completion.createdAt,
-    startedAt: null,
-    finishedAt: null,
-    lastSequenceNumber: 0,
-    outputStartSeq: 0,
-    inputTokens: null,
-    outputTokens: 0,
-    finishReason: null,
-    error: null,
-  };
+  return newTask({
+    kind: 'chat_completion', completionId: completion.id, clientId: completion.clientId, model: completion.model, onRestart, createdAt: completion.createdAt,
+  });
 }

@@ -14,6 +14,7 @@ import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
 import { textFormatOf, toolingOf, toToolDefinition } from './response-format.js';
+import { newTask } from './new-task.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
@@ -113,31 +114,10 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     ...(textFormat ? { textFormat } : {}),
     ...tooling,
   };
-  return { response, task: newTask(response, body.on_restart ?? (background ? 'resume' : 'fail')) };
+  return { response, task: newResponseTask(response, body.on_restart ?? (background ? 'resume' : 'fail')) };
 }
 
 /** The task of a new response, queued, before its first event. */
-export function newTask(response: Pick<StoredResponse, 'id' | 'clientId' | 'model' | 'createdAt'>, onRestart: RestartPolicy): Task {
-  return {
-    seq: 0,
-    id: newId('task'),
-    kind: 'response',
-    responseId: response.id,
-    completionId: null,
-    clientId: response.clientId,
-    model: response.model,
-    status: 'queued',
-    onRestart,
-    attempt: 1,
-    restarts: 0,
-    createdAt: response.createdAt,
-    startedAt: null,
-    finishedAt: null,
-    lastSequenceNumber: 0,
-    outputStartSeq: 0,
-    inputTokens: null,
-    outputTokens: 0,
-    finishReason: null,
-    error: null,
-  };
+export function newResponseTask(response: Pick<StoredResponse, 'id' | 'clientId' | 'model' | 'createdAt'>, onRestart: RestartPolicy): Task {
+  return newTask({ kind: 'response', responseId: response.id, clientId: response.clientId, model: response.model, onRestart, createdAt: response.createdAt });
 }

@@ -11,7 +11,6 @@ import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { MODEL_ID_PATTERN, type GgufFacts, type Model } from '../domain/models.js';
 import type { ModelPull } from '../domain/pulls.js';
 import { RESTART_POLICIES, type RestartPolicy, type Task } from '../domain/tasks.js';
-import { newId } from '../ids.js';
 import { DownloadAbortedError, DownloadError } from '../models/download-errors.js';
 import { downloadModel, modelPathOf, partialPathOf, type DownloadResult } from '../models/download.js';
 import { readGgufFacts } from '../models/gguf.js';
@@ -23,6 +22,7 @@ import type { TaskCore } from './core.js';
 import { assertRoomForTask, type TaskLimits } from './limits.js';
 import type { PullProgressReport } from './pull-kind.js';
 import { withoutPaths } from './scheduler.js';
+import { newTask } from './new-task.js';
 
 export interface CreatePullBody {
   source: string;
@@ -77,11 +77,7 @@ export function preparePull(deps: PullDeps, body: CreatePullBody, settings: Pull
 }
 
 function newPullTask(client: Client, modelId: string, onRestart: RestartPolicy): Task {
-  return {
-    seq: 0, id: newId('task'), kind: 'model_pull', responseId: null, completionId: null, clientId: client.id, model: modelId,
-    status: 'queued', onRestart, attempt: 1, restarts: 0, createdAt: nowSeconds(), startedAt: null, finishedAt: null,
-    lastSequenceNumber: 0, outputStartSeq: 0, inputTokens: null, outputTokens: 0, finishReason: null, error: null,
-  };
+  return newTask({ kind: 'model_pull', clientId: client.id, model: modelId, onRestart, createdAt: nowSeconds() });
 }
 
 /**

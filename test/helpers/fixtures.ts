@@ -4,7 +4,7 @@ import type { RestartPolicy, Task } from '../../src/domain/tasks.js';
 import { newId } from '../../src/ids.js';
 import type { Store, WriteContext } from '../../src/store/index.js';
 import { newTaskMachine } from '../../src/tasks/core.js';
-import { newTask } from '../../src/tasks/prepare-response.js';
+import { newResponseTask } from '../../src/tasks/prepare-response.js';
 import { insertResponse } from '../../src/tasks/responses.js';
 import type { TaskMachine } from '../../src/tasks/task-machine.js';
 import { nowSeconds } from '../../src/time.js';
@@ -31,7 +31,7 @@ export function makeResponseAndTask(options: { clientId?: string; model?: string
     outputItemId: newId('msg'),
     outputText: null,
   };
-  const task = newTask(response, options.onRestart ?? 'resume');
+  const task = newResponseTask(response, options.onRestart ?? 'resume');
   return { response, task };
 }
 
