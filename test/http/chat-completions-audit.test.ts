@@ -1,0 +1,36 @@
+/**
+ * Chat Completions and Embeddings as a client author sees them from outside (LMSP 2, 9, 13, 14),
+ * against the real service: the details the OpenAI API answers and real clients rely on.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
+import { api, withService, type TestService } from '../helpers/service.js';
+
+const MESSAGES = [{ role: 'user', content: 'Hello' }];
+
+async function json<T>(response: Response): Promise<T> {
+  return (await response.json()) as T;
+}
+
+function chat(service: Pick<TestService, 'url' | 'token'>, body: object): Promise<Response> {
+  return api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: MESSAGES, ...body } });
+}
+
+async function expectError(response: Response, status: number, code: string, param: string | null): Promise<void> {
+  const body = await json<{ error: { code: string; param: string | null; message: string } }>(response);
+  assert.equal(response.status, status, JSON.stringify(body));
+  assert.equal(body.error.code, code, body.error.message);
+  assert.equal(body.error.param, param, body.error.message);
+}
+
+describe('chat completions and embeddings, from a client author\'s side', () => {
+  test('a list cursor that names no completion is 400 naming after, as the tasks list answers', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const created = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true }));
+    await expectError(await api(service, '/v1/chat/completions?after=chatcmpl-unknown'), 400, 'invalid_request', 'after');
+    await expectError(await api(service, '/v1/tasks?after=task_unknown'), 400, 'invalid_request', 'after');
+    await expectError(await api(service, `/v1/chat/completions/${created.id}/messages?after=unknown`), 400, 'invalid_request', 'after');
+    const page = await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions?after=${created.id}`));
+    assert.deepEqual(page.data, [], 'a known cursor still pages');
+  }));
+});
