@@ -28,6 +28,11 @@ export const MAX_STOP_SEQUENCES = 4;
 function contentText(content: string | ChatContentPart[], param: string, role: ChatMessageInput['role']): string {
   if (typeof content === 'string') return content;
   return content.map((part, index) => {
+    // A part of a known type without its text names the missing field, as OpenAI answers.
+    const field = part.type === 'text' ? 'text' : role === 'assistant' && part.type === 'refusal' ? 'refusal' : null;
+    if (field !== null && typeof part[field] !== 'string') {
+      throw invalidRequest(`${param}[${index}].${field}`, `Missing required parameter: '${param}[${index}].${field}'.`);
+    }
     if (part.type === 'text' && typeof part.text === 'string') return part.text;
     if (role === 'assistant' && part.type === 'refusal' && typeof part.refusal === 'string') return part.refusal;
     throw invalidRequest(`${param}[${index}].type`, `Only text content parts are supported; '${part.type}' is not.`);

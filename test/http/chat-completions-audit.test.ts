@@ -33,4 +33,13 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     const page = await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions?after=${created.id}`));
     assert.deepEqual(page.data, [], 'a known cursor still pages');
   }));
+
+  test('a text part without its text is 400 naming the missing field, not its type', { timeout: 60_000 }, () => withService({}, async (service) => {
+    await expectError(await chat(service, { messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text' }] }] }),
+      400, 'invalid_request', 'messages[0].content[1].text');
+    await expectError(await chat(service, { messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: [{ type: 'refusal' }] }] }),
+      400, 'invalid_request', 'messages[1].content[0].refusal');
+    await expectError(await chat(service, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }),
+      400, 'invalid_request', 'messages[0].content[0].type');
+  }));
 });
