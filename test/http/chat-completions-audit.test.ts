@@ -42,4 +42,14 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     await expectError(await chat(service, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }),
       400, 'invalid_request', 'messages[0].content[0].type');
   }));
+
+  test('a metadata filter is never dropped: a __proto__ key matches like any other, a repeated key is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const tagged = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true, metadata: JSON.parse('{"__proto__": "x", "n": "1"}') as object }));
+    await chat(service, { max_completion_tokens: 2, store: true, metadata: { n: '2' } });
+    const ids = async (query: string) => (await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions${query}`))).data.map((item) => item.id);
+    assert.equal((await ids('')).length, 2);
+    assert.deepEqual(await ids('?metadata[__proto__]=x'), [tagged.id]);
+    assert.deepEqual(await ids('?metadata[__proto__]=y'), []);
+    await expectError(await api(service, '/v1/chat/completions?metadata[n]=1&metadata[n]=2'), 400, 'invalid_request', 'metadata[n]');
+  }));
 });
