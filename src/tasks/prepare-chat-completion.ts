@@ -188,7 +188,11 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
+    if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength && asked === null && inputTokens < contextLength) {
+      // Neither max_completion_tokens nor max_tokens given: as OpenAI, only the messages must
+      // fit, and the default shrinks to the room they leave.
+      request.maxCompletionTokens = contextLength - inputTokens;
+    } else if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
       throw new ServiceError('context_length_exceeded',
         `The messages (${inputTokens} tokens) and max_completion_tokens (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
         { param: 'messages' });

@@ -52,4 +52,19 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     assert.deepEqual(await ids('?metadata[__proto__]=y'), []);
     await expectError(await api(service, '/v1/chat/completions?metadata[n]=1&metadata[n]=2'), 400, 'invalid_request', 'metadata[n]');
   }));
+
+  test('without max_completion_tokens only the messages must fit: the default shrinks to the room they leave', { timeout: 120_000 }, () => withService({}, async (service) => {
+    const model = await json<{ context_length: number }>(await api(service, '/v1/models/lmsp-tiny'));
+    // Byte-level vocabulary: about a token a byte, so these messages leave less than the default 1024.
+    const messages = [{ role: 'user', content: 'ab '.repeat(Math.floor((model.context_length - 900) / 3)) }];
+    const asked = await chat(service, { messages, max_completion_tokens: 1024 });
+    await expectError(asked, 400, 'context_length_exceeded', 'messages');
+    const answer = await chat(service, { messages, stop: ['a', 'e', 'o', 'b'], seed: 1 });
+    const body = await json<ChatCompletionObject>(answer);
+    assert.equal(answer.status, 200, JSON.stringify(body));
+    assert.ok(body.usage.prompt_tokens > model.context_length - 1024, `prompt_tokens ${body.usage.prompt_tokens}`);
+    assert.ok(body.usage.prompt_tokens + body.usage.completion_tokens <= model.context_length);
+    const tooLong = [{ role: 'user', content: 'ab '.repeat(Math.ceil(model.context_length / 3)) }];
+    await expectError(await chat(service, { messages: tooLong }), 400, 'context_length_exceeded', 'messages');
+  }));
 });
