@@ -136,7 +136,12 @@ export function listChatCompletions(core: Pick<TaskCore, 'store' | 'machine'>, c
   request: ChatCompletionListRequest): CompletionList<ChatCompletionObject> {
   let afterSeq: number | null = null;
   if (request.after) {
-    visibleTaskOfCompletion(core, client, request.after);
+    // A cursor that names no visible completion is the request's fault, as for the tasks list.
+    try {
+      visibleTaskOfCompletion(core, client, request.after);
+    } catch {
+      throw invalidRequest('after', `No chat completion with id '${request.after}'.`);
+    }
     afterSeq = core.store.chatCompletions.seqOf(request.after);
   }
   const { completions, hasMore } = core.store.chatCompletions.list({

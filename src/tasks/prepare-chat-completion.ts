@@ -29,6 +29,11 @@ export const MAX_STOP_SEQUENCES = 4;
 function contentText(content: string | ChatContentPart[], param: string, role: ChatMessageInput['role']): string {
   if (typeof content === 'string') return content;
   return content.map((part, index) => {
+    // A part of a known type without its text names the missing field, as OpenAI answers.
+    const field = part.type === 'text' ? 'text' : role === 'assistant' && part.type === 'refusal' ? 'refusal' : null;
+    if (field !== null && typeof part[field] !== 'string') {
+      throw invalidRequest(`${param}[${index}].${field}`, `Missing required parameter: '${param}[${index}].${field}'.`);
+    }
     if (part.type === 'text' && typeof part.text === 'string') return part.text;
     if (role === 'assistant' && part.type === 'refusal' && typeof part.refusal === 'string') return part.refusal;
     throw invalidRequest(`${param}[${index}].type`, `Only text content parts are supported; '${part.type}' is not.`);
@@ -184,7 +189,11 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
+    if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength && asked === null && inputTokens < contextLength) {
+      // Neither max_completion_tokens nor max_tokens given: as OpenAI, only the messages must
+      // fit, and the default shrinks to the room they leave.
+      request.maxCompletionTokens = contextLength - inputTokens;
+    } else if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
       throw new ServiceError('context_length_exceeded',
         `The messages (${inputTokens} tokens) and max_completion_tokens (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
         { param: 'messages' });

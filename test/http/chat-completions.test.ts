@@ -374,7 +374,8 @@ describe('Chat Completions (LMSP 13)', () => {
       await expectError(await api(as(bob.token), path, { method, ...(body ? { json: body } : {}) }), 404, 'not_found', method === 'GET' && path.includes('/tasks/') ? 'id' : 'completion_id');
     }
     assert.deepEqual((await json<{ data: unknown[] }>(await api(as(bob.token), '/v1/chat/completions'))).data, []);
-    await expectError(await api(as(bob.token), `/v1/chat/completions?after=${created.id}`), 404, 'not_found', 'completion_id');
+    // A cursor naming no visible completion is refused as the tasks list refuses one (LMSP 7.1).
+    await expectError(await api(as(bob.token), `/v1/chat/completions?after=${created.id}`), 400, 'invalid_request', 'after');
     assert.equal((await json<{ data: unknown[] }>(await api(as(alice.token), '/v1/chat/completions'))).data.length, 1);
     assert.equal((await api(service, `/v1/chat/completions/${created.id}`)).status, 200, 'admin sees every client\'s');
   }));

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CreateChatCompletionBody } from '../../api/chat-completions.js';
 import type { StoredChatCompletion } from '../../domain/chat-completions.js';
 import type { Client } from '../../domain/clients.js';
-import { ServiceError } from '../../domain/errors.js';
+import { ServiceError, invalidRequest } from '../../domain/errors.js';
 import type { Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import {
@@ -27,10 +27,14 @@ const METADATA_FILTER = /^metadata\[(.+)\]$/;
 
 /** `metadata[k]=v` query parameters (as the `openai` package writes them) to `{k: v}`. */
 function metadataFilter(query: Record<string, unknown>): Record<string, string> {
-  const filter: Record<string, string> = {};
+  // No prototype: a key such as `__proto__` is a pair to match like any other, never dropped.
+  const filter = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(query)) {
     const match = METADATA_FILTER.exec(name);
-    if (match && typeof value === 'string') filter[match[1]!] = value;
+    if (!match) continue;
+    // A filter is never silently left out (that would list everything): one value per key.
+    if (typeof value !== 'string') throw invalidRequest(name, `'${name}' must be given once, with one value.`);
+    filter[match[1]!] = value;
   }
   return filter;
 }

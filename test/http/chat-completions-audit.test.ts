@@ -1,0 +1,70 @@
+/**
+ * Chat Completions and Embeddings as a client author sees them from outside (LMSP 2, 9, 13, 14),
+ * against the real service: the details the OpenAI API answers and real clients rely on.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
+import { api, withService, type TestService } from '../helpers/service.js';
+
+const MESSAGES = [{ role: 'user', content: 'Hello' }];
+
+async function json<T>(response: Response): Promise<T> {
+  return (await response.json()) as T;
+}
+
+function chat(service: Pick<TestService, 'url' | 'token'>, body: object): Promise<Response> {
+  return api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: MESSAGES, ...body } });
+}
+
+async function expectError(response: Response, status: number, code: string, param: string | null): Promise<void> {
+  const body = await json<{ error: { code: string; param: string | null; message: string } }>(response);
+  assert.equal(response.status, status, JSON.stringify(body));
+  assert.equal(body.error.code, code, body.error.message);
+  assert.equal(body.error.param, param, body.error.message);
+}
+
+describe('chat completions and embeddings, from a client author\'s side', () => {
+  test('a list cursor that names no completion is 400 naming after, as the tasks list answers', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const created = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true }));
+    await expectError(await api(service, '/v1/chat/completions?after=chatcmpl-unknown'), 400, 'invalid_request', 'after');
+    await expectError(await api(service, '/v1/tasks?after=task_unknown'), 400, 'invalid_request', 'after');
+    await expectError(await api(service, `/v1/chat/completions/${created.id}/messages?after=unknown`), 400, 'invalid_request', 'after');
+    const page = await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions?after=${created.id}`));
+    assert.deepEqual(page.data, [], 'a known cursor still pages');
+  }));
+
+  test('a text part without its text is 400 naming the missing field, not its type', { timeout: 60_000 }, () => withService({}, async (service) => {
+    await expectError(await chat(service, { messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text' }] }] }),
+      400, 'invalid_request', 'messages[0].content[1].text');
+    await expectError(await chat(service, { messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: [{ type: 'refusal' }] }] }),
+      400, 'invalid_request', 'messages[1].content[0].refusal');
+    await expectError(await chat(service, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }),
+      400, 'invalid_request', 'messages[0].content[0].type');
+  }));
+
+  test('a metadata filter is never dropped: a __proto__ key matches like any other, a repeated key is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const tagged = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true, metadata: JSON.parse('{"__proto__": "x", "n": "1"}') as object }));
+    await chat(service, { max_completion_tokens: 2, store: true, metadata: { n: '2' } });
+    const ids = async (query: string) => (await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions${query}`))).data.map((item) => item.id);
+    assert.equal((await ids('')).length, 2);
+    assert.deepEqual(await ids('?metadata[__proto__]=x'), [tagged.id]);
+    assert.deepEqual(await ids('?metadata[__proto__]=y'), []);
+    await expectError(await api(service, '/v1/chat/completions?metadata[n]=1&metadata[n]=2'), 400, 'invalid_request', 'metadata[n]');
+  }));
+
+  test('without max_completion_tokens only the messages must fit: the default shrinks to the room they leave', { timeout: 120_000 }, () => withService({}, async (service) => {
+    const model = await json<{ context_length: number }>(await api(service, '/v1/models/lmsp-tiny'));
+    // Byte-level vocabulary: about a token a byte, so these messages leave less than the default 1024.
+    const messages = [{ role: 'user', content: 'ab '.repeat(Math.floor((model.context_length - 900) / 3)) }];
+    const asked = await chat(service, { messages, max_completion_tokens: 1024 });
+    await expectError(asked, 400, 'context_length_exceeded', 'messages');
+    const answer = await chat(service, { messages, stop: ['a', 'e', 'o', 'b'], seed: 1 });
+    const body = await json<ChatCompletionObject>(answer);
+    assert.equal(answer.status, 200, JSON.stringify(body));
+    assert.ok(body.usage.prompt_tokens > model.context_length - 1024, `prompt_tokens ${body.usage.prompt_tokens}`);
+    assert.ok(body.usage.prompt_tokens + body.usage.completion_tokens <= model.context_length);
+    const tooLong = [{ role: 'user', content: 'ab '.repeat(Math.ceil(model.context_length / 3)) }];
+    await expectError(await chat(service, { messages: tooLong }), 400, 'context_length_exceeded', 'messages');
+  }));
+});
