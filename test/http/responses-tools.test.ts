@@ -291,6 +291,14 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
     const requiredWithout = await create({ tool_choice: 'required' });
     assert.equal(requiredWithout.status, 400);
     assert.equal(requiredWithout.body.error.param, 'tool_choice');
+    for (const parameters of [{ type: 'string' }, {}, { type: 'array' }, { anyOf: [{ type: 'object' }] }]) {
+      // As OpenAI: the arguments must be a JSON object, which clients parse as one.
+      const notObject = await create({ tools: [WEATHER, { type: 'function', name: 'f', parameters }] });
+      assert.equal(notObject.status, 400, JSON.stringify(parameters));
+      assert.equal(notObject.body.error.code, 'unsupported_schema');
+      assert.equal(notObject.body.error.param, 'tools[1].parameters');
+      assert.match(notObject.body.error.message, /'type'.*"object"/);
+    }
     const notFunction = await create({ tools: [{ type: 'web_search' }] });
     assert.equal(notFunction.status, 400);
     assert.match(notFunction.body.error.param ?? '', /^tools/);
