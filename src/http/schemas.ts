@@ -53,16 +53,15 @@ const functionTool = {
   },
 } as const;
 
+/** A function choice is told apart by being an object, so that an error names the field at fault. */
 const toolChoice = {
-  anyOf: [
-    { type: 'string', enum: ['auto', 'none', 'required'] },
-    {
-      type: 'object',
-      required: ['type', 'name'],
-      properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
-    },
-    { type: 'null' },
-  ],
+  if: { type: 'object' },
+  then: {
+    type: 'object',
+    required: ['type', 'name'],
+    properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
+  },
+  else: { type: ['string', 'null'], enum: ['auto', 'none', 'required', null] },
 } as const;
 
 /** LMSP 6.2: a call the model made, given back as input. */
@@ -92,6 +91,17 @@ const functionCallOutputItem = {
   },
 } as const;
 
+/** An input item, told apart by its `type`, so that an error names the field at fault. */
+const inputItem = {
+  if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call' } } },
+  then: functionCallItem,
+  else: {
+    if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call_output' } } },
+    then: functionCallOutputItem,
+    else: message,
+  },
+} as const;
+
 export const createResponseBody = {
   type: 'object',
   required: ['model', 'input'],
@@ -99,7 +109,7 @@ export const createResponseBody = {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
       description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
-      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: { anyOf: [message, functionCallItem, functionCallOutputItem] } }],
+      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: inputItem }],
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
     previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },

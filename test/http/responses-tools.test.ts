@@ -299,6 +299,15 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
       assert.equal(notObject.body.error.param, 'tools[1].parameters');
       assert.match(notObject.body.error.message, /'type'.*"object"/);
     }
+    const choiceWithoutName = await create({ tools: TOOLS, tool_choice: { type: 'function' } });
+    assert.equal(choiceWithoutName.status, 400);
+    assert.equal(choiceWithoutName.body.error.param, 'tool_choice.name');
+    const choiceOfOtherType = await create({ tools: TOOLS, tool_choice: { type: 'file_search', name: 'add' } });
+    assert.equal(choiceOfOtherType.status, 400);
+    assert.equal(choiceOfOtherType.body.error.param, 'tool_choice.type');
+    const choiceUnknown = await create({ tools: TOOLS, tool_choice: 'sometimes' });
+    assert.equal(choiceUnknown.status, 400);
+    assert.equal(choiceUnknown.body.error.param, 'tool_choice');
     const notFunction = await create({ tools: [{ type: 'web_search' }] });
     assert.equal(notFunction.status, 400);
     assert.match(notFunction.body.error.param ?? '', /^tools/);
@@ -337,6 +346,24 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     assert.equal(body.error.param, 'input[1].call_id');
     const malformed = await create({ input: [{ type: 'function_call_output', output: 'x' }] });
     assert.equal(malformed.status, 400);
+  });
+
+  test('a malformed call or output item: 400 naming its own field, not a message field', async () => {
+    const cases: Array<[object, string]> = [
+      [{ type: 'function_call_output', output: 'x' }, 'input[1].call_id'],
+      [{ type: 'function_call_output', call_id: 'call_abc' }, 'input[1].output'],
+      [{ type: 'function_call_output', call_id: 'call_abc', output: 3 }, 'input[1].output'],
+      [{ type: 'function_call', call_id: 'call_abc', name: 'add' }, 'input[1].arguments'],
+      [{ type: 'function_call', name: 'add', arguments: '{}' }, 'input[1].call_id'],
+      [{ role: 'robot', content: 'x' }, 'input[1].role'],
+      [{ type: 'message', content: 'x' }, 'input[1].role'],
+    ];
+    for (const [item, param] of cases) {
+      const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, item] });
+      assert.equal(status, 400, JSON.stringify(item));
+      assert.equal(body.error.code, 'invalid_request');
+      assert.equal(body.error.param, param, JSON.stringify(item));
+    }
   });
 
   test('previous_response_id carries the calls: a two-step loop of call, output and answer', { timeout: 120_000 }, async () => {
