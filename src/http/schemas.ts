@@ -109,7 +109,9 @@ export const createResponseBody = {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
       description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
-      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: inputItem }],
+      if: { type: 'array' },
+      then: { type: 'array', minItems: 1, items: inputItem },
+      else: { type: 'string' },
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
     previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },

@@ -358,6 +358,10 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
       [{ role: 'robot', content: 'x' }, 'input[1].role'],
       [{ type: 'message', content: 'x' }, 'input[1].role'],
     ];
+    const empty = await create({ input: [] });
+    assert.equal(empty.status, 400);
+    assert.equal(empty.body.error.param, 'input');
+    assert.match(empty.body.error.message, /fewer than 1 items/);
     for (const [item, param] of cases) {
       const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, item] });
       assert.equal(status, 400, JSON.stringify(item));
