@@ -138,7 +138,13 @@ export const createResponseBody = {
       properties: { format: textFormat },
       description: 'LMSP 6.1: text, json_object or json_schema, enforced by constrained decoding.',
     },
-    tools: { type: ['array', 'null'], maxItems: 128, items: functionTool, description: 'LMSP 6.2: functions the model may call.' },
+    tools: {
+      type: ['array', 'null'],
+      maxItems: 128,
+      // A tool of another type (web_search, ...) is named by its type, not by the fields a function lacks.
+      items: { if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } }, then: functionTool, else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } } },
+      description: 'LMSP 6.2: functions the model may call.',
+    },
     tool_choice: { ...toolChoice, description: 'auto (default), none, required, or {type: "function", name}.' },
     parallel_tool_calls: { type: ['boolean', 'null'], description: 'Default true: one turn may hold several calls.' },
   },

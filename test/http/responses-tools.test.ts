@@ -310,7 +310,10 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
     assert.equal(choiceUnknown.body.error.param, 'tool_choice');
     const notFunction = await create({ tools: [{ type: 'web_search' }] });
     assert.equal(notFunction.status, 400);
-    assert.match(notFunction.body.error.param ?? '', /^tools/);
+    assert.equal(notFunction.body.error.param, 'tools[0].type');
+    const untyped = await create({ tools: [{ name: 'f' }] });
+    assert.equal(untyped.status, 400);
+    assert.equal(untyped.body.error.param, 'tools[0].type');
   });
 });
 
