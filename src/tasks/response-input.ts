@@ -74,3 +74,14 @@ export function conversationWith(context: readonly ChatMessage[], items: readonl
   });
   return messages;
 }
+
+/**
+ * As OpenAI: the calls a finished previous response made must each be answered by a
+ * `function_call_output` in the input that continues it (400 naming `input` otherwise). Calls cut
+ * short (`incomplete`) need none.
+ */
+export function checkCallsAnswered(previous: Pick<StoredResponse, 'outputCalls'>, items: readonly ResponseInputItem[]): void {
+  const answered = new Set(items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : [])));
+  const missing = (previous.outputCalls ?? []).find((call) => call.status === 'completed' && !answered.has(call.callId));
+  if (missing) throw invalidRequest('input', `No tool output found for function call ${missing.callId}.`);
+}

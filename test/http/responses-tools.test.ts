@@ -381,6 +381,12 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     const unknown = await create({ previous_response_id: first.body.id, input: [{ ...output('5'), call_id: 'call_other' }], tools: TOOLS });
     assert.equal(unknown.status, 400);
     assert.equal(unknown.body.error.param, 'input[0].call_id');
+    // As OpenAI: continuing a response that made calls, without their outputs, is a 400.
+    const unanswered = await create({ previous_response_id: first.body.id, input: 'And now?', tools: TOOLS });
+    assert.equal(unanswered.status, 400);
+    assert.equal(unanswered.body.error.code, 'invalid_request');
+    assert.equal(unanswered.body.error.param, 'input');
+    assert.match(unanswered.body.error.message, new RegExp(`No tool output found for function call ${made.call_id}`));
     const second = await create({
       previous_response_id: first.body.id, input: [{ type: 'function_call_output', call_id: made.call_id, output: '{"sum": 5}' }],
       tools: TOOLS, tool_choice: 'none', max_output_tokens: 10, seed: 3,
