@@ -213,7 +213,7 @@ export interface CreateResponseBody {
 export type TextFormatParam =
   | { type: 'text' }
   | { type: 'json_object' }
-  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean | null; description?: string };
+  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean | null; description?: string | null };
 
 export interface FunctionToolParam {
   type: 'function';

@@ -36,7 +36,7 @@ const textFormat = {
     name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
     schema: { type: 'object' },
     strict: { type: ['boolean', 'null'] },
-    description: { type: 'string' },
+    description: { type: ['string', 'null'] },
   },
 } as const;
 

@@ -112,6 +112,12 @@ describe('structured output on /v1/responses (LMSP 6.1)', () => {
     }
   });
 
+  test('null optional fields of a json_schema format (description, strict) are accepted, as for tools', async () => {
+    const { status, body } = await create({ text: { format: { type: 'json_schema', name: 'p', schema: PERSON, description: null, strict: null } }, max_output_tokens: 3 });
+    assert.equal(status, 200, JSON.stringify(body));
+    assert.deepEqual(body.text, { format: { type: 'json_schema', name: 'p', schema: PERSON, strict: null } });
+  });
+
   test('malformed text.format: 400 naming the field', async () => {
     const missingName = await create({ text: { format: { type: 'json_schema', schema: PERSON } } });
     assert.equal(missingName.status, 400);
