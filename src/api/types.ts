@@ -236,7 +236,8 @@ export interface FunctionCallInput {
 export interface FunctionCallOutputInput {
   type: 'function_call_output';
   call_id: string;
-  output: string;
+  /** A string, or (as OpenAI allows) text parts, which are joined. */
+  output: string | Array<{ type: 'input_text'; text: string }>;
   id?: string;
   status?: string;
 }

@@ -85,7 +85,20 @@ const functionCallOutputItem = {
   properties: {
     type: { type: 'string', enum: ['function_call_output'] },
     call_id: { type: 'string', minLength: 1, maxLength: 256 },
-    output: { type: 'string' },
+    // As OpenAI: a string, or text parts (images and files are not served).
+    output: {
+      if: { type: 'array' },
+      then: {
+        type: 'array',
+        items: {
+          type: 'object',
+          if: { required: ['type'], properties: { type: { const: 'input_text' } } },
+          then: { required: ['text'], properties: { text: { type: 'string' } } },
+          else: { required: ['type'], properties: { type: { enum: ['input_text'] } } },
+        },
+      },
+      else: { type: 'string' },
+    },
     id: { type: 'string', maxLength: 256 },
     status: { type: 'string' },
   },

@@ -23,7 +23,8 @@ export function normalizeInput(input: string | Input[], normalizeMessages: (mess
       return { id: item.id ?? itemId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' };
     }
     if (item.type === 'function_call_output') {
-      return { id: item.id ?? itemId('fco'), type: 'function_call_output', call_id: item.call_id, output: item.output, status: 'completed' };
+      const output = typeof item.output === 'string' ? item.output : item.output.map((part) => part.text).join('');
+      return { id: item.id ?? itemId('fco'), type: 'function_call_output', call_id: item.call_id, output, status: 'completed' };
     }
     return normalizeMessages([item])[0]!;
   });

@@ -348,6 +348,16 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     assert.match(String(listed.data[1]!.id), /^fc_/);
   });
 
+  test('an output given as text parts, as OpenAI allows, reaches the model as their text', { timeout: 60_000 }, async () => {
+    const parts = [{ type: 'input_text', text: '{"sum": ' }, { type: 'input_text', text: '3}' }];
+    const { status, body } = await create({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call, { ...output(''), output: parts }], max_output_tokens: 2 });
+    assert.equal(status, 200, JSON.stringify(body));
+    const listed = await (await api(service, `/v1/responses/${body.id}/input_items?order=asc`)).json() as { data: Array<Record<string, unknown>> };
+    assert.equal(listed.data[2]!.output, '{"sum": 3}');
+    const asString = await create({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call, output('{"sum": 3}')], max_output_tokens: 2 });
+    assert.equal(body.usage!.input_tokens, asString.body.usage!.input_tokens);
+  });
+
   test('an output whose call_id matches no call: 400 naming it', async () => {
     const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, { ...output('3'), call_id: 'call_nope' }], tools: TOOLS });
     assert.equal(status, 400);
@@ -362,6 +372,7 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
       [{ type: 'function_call_output', output: 'x' }, 'input[1].call_id'],
       [{ type: 'function_call_output', call_id: 'call_abc' }, 'input[1].output'],
       [{ type: 'function_call_output', call_id: 'call_abc', output: 3 }, 'input[1].output'],
+      [{ type: 'function_call_output', call_id: 'call_abc', output: [{ type: 'input_image', image_url: 'x' }] }, 'input[1].output[0].type'],
       [{ type: 'function_call', call_id: 'call_abc', name: 'add' }, 'input[1].arguments'],
       [{ type: 'function_call', name: 'add', arguments: '{}' }, 'input[1].call_id'],
       [{ role: 'robot', content: 'x' }, 'input[1].role'],
