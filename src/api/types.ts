@@ -213,7 +213,7 @@ export interface CreateResponseBody {
 export type TextFormatParam =
   | { type: 'text' }
   | { type: 'json_object' }
-  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean | null; description?: string };
+  | { type: 'json_schema'; name: string; schema: Record<string, unknown>; strict?: boolean | null; description?: string | null };
 
 export interface FunctionToolParam {
   type: 'function';
@@ -236,7 +236,8 @@ export interface FunctionCallInput {
 export interface FunctionCallOutputInput {
   type: 'function_call_output';
   call_id: string;
-  output: string;
+  /** A string, or (as OpenAI allows) text parts, which are joined. */
+  output: string | Array<{ type: 'input_text'; text: string }>;
   id?: string;
   status?: string;
 }

@@ -36,7 +36,7 @@ const textFormat = {
     name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' },
     schema: { type: 'object' },
     strict: { type: ['boolean', 'null'] },
-    description: { type: 'string' },
+    description: { type: ['string', 'null'] },
   },
 } as const;
 
@@ -53,16 +53,15 @@ const functionTool = {
   },
 } as const;
 
+/** A function choice is told apart by being an object, so that an error names the field at fault. */
 const toolChoice = {
-  anyOf: [
-    { type: 'string', enum: ['auto', 'none', 'required'] },
-    {
-      type: 'object',
-      required: ['type', 'name'],
-      properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
-    },
-    { type: 'null' },
-  ],
+  if: { type: 'object' },
+  then: {
+    type: 'object',
+    required: ['type', 'name'],
+    properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
+  },
+  else: { type: ['string', 'null'], enum: ['auto', 'none', 'required', null] },
 } as const;
 
 /** LMSP 6.2: a call the model made, given back as input. */
@@ -86,9 +85,33 @@ const functionCallOutputItem = {
   properties: {
     type: { type: 'string', enum: ['function_call_output'] },
     call_id: { type: 'string', minLength: 1, maxLength: 256 },
-    output: { type: 'string' },
+    // As OpenAI: a string, or text parts (images and files are not served).
+    output: {
+      if: { type: 'array' },
+      then: {
+        type: 'array',
+        items: {
+          type: 'object',
+          if: { required: ['type'], properties: { type: { const: 'input_text' } } },
+          then: { required: ['text'], properties: { text: { type: 'string' } } },
+          else: { required: ['type'], properties: { type: { enum: ['input_text'] } } },
+        },
+      },
+      else: { type: 'string' },
+    },
     id: { type: 'string', maxLength: 256 },
     status: { type: 'string' },
+  },
+} as const;
+
+/** An input item, told apart by its `type`, so that an error names the field at fault. */
+const inputItem = {
+  if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call' } } },
+  then: functionCallItem,
+  else: {
+    if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call_output' } } },
+    then: functionCallOutputItem,
+    else: message,
   },
 } as const;
 
@@ -99,7 +122,9 @@ export const createResponseBody = {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
       description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
-      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: { anyOf: [message, functionCallItem, functionCallOutputItem] } }],
+      if: { type: 'array' },
+      then: { type: 'array', minItems: 1, items: inputItem },
+      else: { type: 'string' },
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
     previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },
@@ -126,7 +151,13 @@ export const createResponseBody = {
       properties: { format: textFormat },
       description: 'LMSP 6.1: text, json_object or json_schema, enforced by constrained decoding.',
     },
-    tools: { type: ['array', 'null'], maxItems: 128, items: functionTool, description: 'LMSP 6.2: functions the model may call.' },
+    tools: {
+      type: ['array', 'null'],
+      maxItems: 128,
+      // A tool of another type (web_search, ...) is named by its type, not by the fields a function lacks.
+      items: { if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } }, then: functionTool, else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } } },
+      description: 'LMSP 6.2: functions the model may call.',
+    },
     tool_choice: { ...toolChoice, description: 'auto (default), none, required, or {type: "function", name}.' },
     parallel_tool_calls: { type: ['boolean', 'null'], description: 'Default true: one turn may hold several calls.' },
   },

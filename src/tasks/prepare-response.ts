@@ -7,7 +7,7 @@ import type { CreateResponseBody, MessageInput } from '../api/types.js';
 import { canSee, type Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { promptMessages, type ChatMessage, type InputItem, type StoredResponse } from '../domain/responses.js';
-import { conversationWith, normalizeInput, previousTurn } from './response-input.js';
+import { checkCallsAnswered, conversationWith, normalizeInput, previousTurn } from './response-input.js';
 import { isFinal, type RestartPolicy, type Task } from '../domain/tasks.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
@@ -52,6 +52,7 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const tooling = toolingOf(body);
 
   let context: ChatMessage[] = [];
+  let callsToAnswer: StoredResponse | null = null;
   if (body.previous_response_id) {
     const previous = store.responses.get(body.previous_response_id);
     if (!previous || !canSee(client, previous.clientId)) {
@@ -62,9 +63,11 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
       throw new ServiceError('response_not_finished', `Previous response '${previous.id}' has not finished yet.`, { param: 'previous_response_id' });
     }
     context = [...previous.context, previousTurn(previous)];
+    if (previousTask.status === 'completed') callsToAnswer = previous;
   }
   const inputItems = normalizeInput(body.input, normalizeMessages);
   context = conversationWith(context, inputItems);
+  if (callsToAnswer) checkCallsAnswered(callsToAnswer, inputItems);
 
   const contextLength = model.contextLength ?? Number.MAX_SAFE_INTEGER;
   const maxOutputTokens = body.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);

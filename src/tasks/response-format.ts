@@ -26,7 +26,7 @@ export function textFormatOf(body: CreateResponseBody): TextFormat | undefined {
   if (!support.ok) throw unsupported('text.format.schema', support);
   return {
     type: 'json_schema', name: format.name, schema: format.schema, strict: format.strict ?? null,
-    ...(format.description === undefined ? {} : { description: format.description }),
+    ...(format.description === undefined || format.description === null ? {} : { description: format.description }),
   };
 }
 

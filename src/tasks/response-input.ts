@@ -23,7 +23,8 @@ export function normalizeInput(input: string | Input[], normalizeMessages: (mess
       return { id: item.id ?? itemId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' };
     }
     if (item.type === 'function_call_output') {
-      return { id: item.id ?? itemId('fco'), type: 'function_call_output', call_id: item.call_id, output: item.output, status: 'completed' };
+      const output = typeof item.output === 'string' ? item.output : item.output.map((part) => part.text).join('');
+      return { id: item.id ?? itemId('fco'), type: 'function_call_output', call_id: item.call_id, output, status: 'completed' };
     }
     return normalizeMessages([item])[0]!;
   });
@@ -73,4 +74,15 @@ export function conversationWith(context: readonly ChatMessage[], items: readonl
     }
   });
   return messages;
+}
+
+/**
+ * As OpenAI: the calls a finished previous response made must each be answered by a
+ * `function_call_output` in the input that continues it (400 naming `input` otherwise). Calls cut
+ * short (`incomplete`) need none.
+ */
+export function checkCallsAnswered(previous: Pick<StoredResponse, 'outputCalls'>, items: readonly ResponseInputItem[]): void {
+  const answered = new Set(items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : [])));
+  const missing = (previous.outputCalls ?? []).find((call) => call.status === 'completed' && !answered.has(call.callId));
+  if (missing) throw invalidRequest('input', `No tool output found for function call ${missing.callId}.`);
 }

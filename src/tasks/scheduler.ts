@@ -100,7 +100,9 @@ class OutputWriter {
  * a file-system path (llama.cpp's own messages name the model file). The log keeps the original.
  */
 export function withoutPaths(message: string): string {
-  return message.replace(/(?:[A-Za-z]:)?(?:[\\/][^\s'"`:;,()[\]<>]+){2,}[\\/]?/g, '<file>');
+  // An http(s) URL (the source of a pull, which its client gave) is no file-system path: it stays.
+  return message.replace(/\bhttps?:\/\/[^\s'"`<>]*|((?:[A-Za-z]:)?(?:[\\/][^\s'"`:;,()[\]<>]+){2,}[\\/]?)/g,
+    (match, path: string | undefined) => (path === undefined ? match : '<file>'));
 }
 
 /** After the database refused a write, work waits this long (doubling, up to a minute). */

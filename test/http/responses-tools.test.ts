@@ -112,6 +112,12 @@ describe('structured output on /v1/responses (LMSP 6.1)', () => {
     }
   });
 
+  test('null optional fields of a json_schema format (description, strict) are accepted, as for tools', async () => {
+    const { status, body } = await create({ text: { format: { type: 'json_schema', name: 'p', schema: PERSON, description: null, strict: null } }, max_output_tokens: 3 });
+    assert.equal(status, 200, JSON.stringify(body));
+    assert.deepEqual(body.text, { format: { type: 'json_schema', name: 'p', schema: PERSON, strict: null } });
+  });
+
   test('malformed text.format: 400 naming the field', async () => {
     const missingName = await create({ text: { format: { type: 'json_schema', schema: PERSON } } });
     assert.equal(missingName.status, 400);
@@ -291,9 +297,29 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
     const requiredWithout = await create({ tool_choice: 'required' });
     assert.equal(requiredWithout.status, 400);
     assert.equal(requiredWithout.body.error.param, 'tool_choice');
+    for (const parameters of [{ type: 'string' }, {}, { type: 'array' }, { anyOf: [{ type: 'object' }] }]) {
+      // As OpenAI: the arguments must be a JSON object, which clients parse as one.
+      const notObject = await create({ tools: [WEATHER, { type: 'function', name: 'f', parameters }] });
+      assert.equal(notObject.status, 400, JSON.stringify(parameters));
+      assert.equal(notObject.body.error.code, 'unsupported_schema');
+      assert.equal(notObject.body.error.param, 'tools[1].parameters');
+      assert.match(notObject.body.error.message, /'type'.*"object"/);
+    }
+    const choiceWithoutName = await create({ tools: TOOLS, tool_choice: { type: 'function' } });
+    assert.equal(choiceWithoutName.status, 400);
+    assert.equal(choiceWithoutName.body.error.param, 'tool_choice.name');
+    const choiceOfOtherType = await create({ tools: TOOLS, tool_choice: { type: 'file_search', name: 'add' } });
+    assert.equal(choiceOfOtherType.status, 400);
+    assert.equal(choiceOfOtherType.body.error.param, 'tool_choice.type');
+    const choiceUnknown = await create({ tools: TOOLS, tool_choice: 'sometimes' });
+    assert.equal(choiceUnknown.status, 400);
+    assert.equal(choiceUnknown.body.error.param, 'tool_choice');
     const notFunction = await create({ tools: [{ type: 'web_search' }] });
     assert.equal(notFunction.status, 400);
-    assert.match(notFunction.body.error.param ?? '', /^tools/);
+    assert.equal(notFunction.body.error.param, 'tools[0].type');
+    const untyped = await create({ tools: [{ name: 'f' }] });
+    assert.equal(untyped.status, 400);
+    assert.equal(untyped.body.error.param, 'tools[0].type');
   });
 });
 
@@ -322,6 +348,16 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     assert.match(String(listed.data[1]!.id), /^fc_/);
   });
 
+  test('an output given as text parts, as OpenAI allows, reaches the model as their text', { timeout: 60_000 }, async () => {
+    const parts = [{ type: 'input_text', text: '{"sum": ' }, { type: 'input_text', text: '3}' }];
+    const { status, body } = await create({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call, { ...output(''), output: parts }], max_output_tokens: 2 });
+    assert.equal(status, 200, JSON.stringify(body));
+    const listed = await (await api(service, `/v1/responses/${body.id}/input_items?order=asc`)).json() as { data: Array<Record<string, unknown>> };
+    assert.equal(listed.data[2]!.output, '{"sum": 3}');
+    const asString = await create({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call, output('{"sum": 3}')], max_output_tokens: 2 });
+    assert.equal(body.usage!.input_tokens, asString.body.usage!.input_tokens);
+  });
+
   test('an output whose call_id matches no call: 400 naming it', async () => {
     const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, { ...output('3'), call_id: 'call_nope' }], tools: TOOLS });
     assert.equal(status, 400);
@@ -329,6 +365,29 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     assert.equal(body.error.param, 'input[1].call_id');
     const malformed = await create({ input: [{ type: 'function_call_output', output: 'x' }] });
     assert.equal(malformed.status, 400);
+  });
+
+  test('a malformed call or output item: 400 naming its own field, not a message field', async () => {
+    const cases: Array<[object, string]> = [
+      [{ type: 'function_call_output', output: 'x' }, 'input[1].call_id'],
+      [{ type: 'function_call_output', call_id: 'call_abc' }, 'input[1].output'],
+      [{ type: 'function_call_output', call_id: 'call_abc', output: 3 }, 'input[1].output'],
+      [{ type: 'function_call_output', call_id: 'call_abc', output: [{ type: 'input_image', image_url: 'x' }] }, 'input[1].output[0].type'],
+      [{ type: 'function_call', call_id: 'call_abc', name: 'add' }, 'input[1].arguments'],
+      [{ type: 'function_call', name: 'add', arguments: '{}' }, 'input[1].call_id'],
+      [{ role: 'robot', content: 'x' }, 'input[1].role'],
+      [{ type: 'message', content: 'x' }, 'input[1].role'],
+    ];
+    const empty = await create({ input: [] });
+    assert.equal(empty.status, 400);
+    assert.equal(empty.body.error.param, 'input');
+    assert.match(empty.body.error.message, /fewer than 1 items/);
+    for (const [item, param] of cases) {
+      const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, item] });
+      assert.equal(status, 400, JSON.stringify(item));
+      assert.equal(body.error.code, 'invalid_request');
+      assert.equal(body.error.param, param, JSON.stringify(item));
+    }
   });
 
   test('previous_response_id carries the calls: a two-step loop of call, output and answer', { timeout: 120_000 }, async () => {
@@ -339,6 +398,12 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     const unknown = await create({ previous_response_id: first.body.id, input: [{ ...output('5'), call_id: 'call_other' }], tools: TOOLS });
     assert.equal(unknown.status, 400);
     assert.equal(unknown.body.error.param, 'input[0].call_id');
+    // As OpenAI: continuing a response that made calls, without their outputs, is a 400.
+    const unanswered = await create({ previous_response_id: first.body.id, input: 'And now?', tools: TOOLS });
+    assert.equal(unanswered.status, 400);
+    assert.equal(unanswered.body.error.code, 'invalid_request');
+    assert.equal(unanswered.body.error.param, 'input');
+    assert.match(unanswered.body.error.message, new RegExp(`No tool output found for function call ${made.call_id}`));
     const second = await create({
       previous_response_id: first.body.id, input: [{ type: 'function_call_output', call_id: made.call_id, output: '{"sum": 5}' }],
       tools: TOOLS, tool_choice: 'none', max_output_tokens: 10, seed: 3,

@@ -81,7 +81,15 @@ export function checkToolsSupported(tools: readonly ToolDefinition[]): ToolsSupp
       return { ok: false, toolIndex: index, keyword: 'name', pointer: '', message: `tool name ${JSON.stringify(tool.name)} must be unique and match ${TOOL_NAME.source}` };
     }
     names.add(tool.name);
-    const support = checkSchemaSupported(toolParameters(tool));
+    const parameters = toolParameters(tool);
+    if (parameters.type !== 'object') {
+      // As OpenAI: the arguments are a JSON object (clients parse them as one), never a bare value.
+      return {
+        ok: false, toolIndex: index, keyword: 'type', pointer: '',
+        message: `the parameters of a function must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type ?? null)}`,
+      };
+    }
+    const support = checkSchemaSupported(parameters);
     if (!support.ok) return { ...support, toolIndex: index };
   }
   return { ok: true };
