@@ -207,6 +207,14 @@ describe('Responses API (LMSP section 6)', () => {
     const plain = await service.client.createResponse({ model: 'lmsp-tiny', input: 'just text', max_output_tokens: 2 });
     const plainItems = await service.client.inputItems(plain.body.id);
     assert.deepEqual(plainItems.data.map((item) => [item.role, item.content[0]!.type, item.content[0]!.text]), [['user', 'input_text', 'just text']]);
+    // Pages follow `after`; a cursor that names no item is 400, never the first page again.
+    const first = items.data[0]!.id;
+    const page = await json<{ data: Array<{ id: string }> }>(await api(service, `/v1/responses/${created.body.id}/input_items?order=asc&after=${first}`));
+    assert.deepEqual(page.data.map((item) => item.id), items.data.slice(1).map((item) => item.id));
+    const unknown = await api(service, `/v1/responses/${created.body.id}/input_items?after=msg_nope`);
+    assert.equal(unknown.status, 400);
+    const error = await json<{ error: { code: string; param: string } }>(unknown);
+    assert.deepEqual([error.error.code, error.error.param], ['invalid_request', 'after']);
   }));
 
   test('previous_response_id continues a conversation; unknown ids are 404', () => withService({}, async (service) => {

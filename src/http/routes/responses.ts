@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CreateResponseBody, InputItemList } from '../../api/types.js';
 import { toResponseObject } from '../../api/views.js';
 import type { Client } from '../../domain/clients.js';
-import { ServiceError } from '../../domain/errors.js';
+import { invalidRequest, ServiceError } from '../../domain/errors.js';
 import type { StoredResponse } from '../../domain/responses.js';
 import type { Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
@@ -140,6 +140,8 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     const response = core.store.responses.get(id)!;
     const items = query.order === 'asc' ? response.inputItems : [...response.inputItems].reverse();
     const start = query.after ? items.findIndex((item) => item.id === query.after) + 1 : 0;
+    // A cursor that names no item is an error, as in every other list, not the first page again.
+    if (query.after && start === 0) throw invalidRequest('after', `No input item with id '${query.after}' in this response.`);
     // Messages, and with tools (LMSP 6.2) function_call and function_call_output items: read `type` first.
     const data = items.slice(start, start + query.limit) as InputItemList['data'];
     return {
