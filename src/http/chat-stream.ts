@@ -10,6 +10,7 @@ import type { Client } from '../domain/clients.js';
 import { taskEndError } from '../tasks/chat-completions.js';
 import { followTask, type FollowEnd } from '../tasks/follow.js';
 import type { AppContext } from './context.js';
+import { writeFrames } from './sse.js';
 
 /**
  * Streams the chunks of a chat completion's task from its first event until its terminal one,
@@ -47,17 +48,7 @@ export async function streamChatChunks(context: AppContext, reply: FastifyReply,
     const end = await followTask(store, bus, taskId, 0, abort.signal, async (events) => {
       if (raw.writableEnded || raw.destroyed) return;
       const frames = events.map((event) => chatStreamFrame(event, errorOf)).filter((frame) => frame !== null).join('');
-      if (frames !== '' && !raw.write(frames)) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            raw.off('drain', done);
-            raw.off('close', done);
-            resolve();
-          };
-          raw.on('drain', done);
-          raw.on('close', done);
-        });
-      }
+      if (frames !== '') await writeFrames(raw, frames);
     });
     const clientGone = abort.signal.aborted && !raw.writableFinished;
     await options.beforeClose?.(clientGone);

@@ -2,6 +2,7 @@
  * Server-sent events (LMSP 7.3): frames `id: <sequence_number>`, `event: <type>`, `data: <json>`;
  * a comment line every heartbeat interval; the caller ends the stream after the terminal event.
  */
+import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import { eventJson } from '../api/events.js';
 import type { LoggedEvent } from '../domain/tasks.js';
@@ -44,21 +45,25 @@ export class EventStream {
     const raw = this.reply.raw;
     if (raw.writableEnded || raw.destroyed) return;
     const frames = events.map((event) => `id: ${event.sequenceNumber}\nevent: ${event.type}\ndata: ${eventJson(event)}\n\n`).join('');
-    if (!raw.write(frames)) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          raw.off('drain', done);
-          raw.off('close', done);
-          resolve();
-        };
-        raw.on('drain', done);
-        raw.on('close', done);
-      });
-    }
+    await writeFrames(raw, frames);
   }
 
   end(): void {
     clearInterval(this.heartbeat);
     if (!this.reply.raw.writableEnded) this.reply.raw.end();
   }
+}
+
+/** Writes frames; when the socket's buffer is full, waits for it to drain (or close) before answering. */
+export async function writeFrames(raw: ServerResponse, frames: string): Promise<void> {
+  if (raw.write(frames)) return;
+  await new Promise<void>((resolve) => {
+    const done = () => {
+      raw.off('drain', done);
+      raw.off('close', done);
+      resolve();
+    };
+    raw.on('drain', done);
+    raw.on('close', done);
+  });
 }
