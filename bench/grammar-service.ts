@@ -11,8 +11,7 @@ import { defaultThreads } from '../src/config.js';
 import { writeGgufFile } from '../src/engine/gguf-writer.js';
 import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.js';
 import { api } from '../test/helpers/service.js';
-import { readSse } from '../test/helpers/sse.js';
-import { log, median, runs, startService, type Figure, type TestService } from './lib.js';
+import { log, median, runs, startService, timeResponseStream, type Figure, type TestService } from './lib.js';
 
 const TOKENS = 400;
 const SEED = 99;
@@ -33,17 +32,7 @@ async function tokensPerSecond(service: TestService, model: string, constrained:
       ...(constrained ? { text: { format: { type: 'json_schema', name: 'items', schema: SCHEMA } } } : {}),
     },
   });
-  let first = 0;
-  let last = 0;
-  let tokens = 0;
-  for await (const frame of readSse(response)) {
-    if (frame.event === 'response.output_text.delta') {
-      last = performance.now();
-      if (!first) first = last;
-    } else if (frame.event === 'response.incomplete' || frame.event === 'response.completed') {
-      tokens = (JSON.parse(frame.data) as { response: { usage: { output_tokens: number } } }).response.usage.output_tokens;
-    }
-  }
+  const { first, last, tokens } = await timeResponseStream(response);
   if (tokens !== TOKENS) throw new Error(`expected ${TOKENS} tokens, got ${tokens}`);
   return (tokens - 1) / ((last - first) / 1000);
 }

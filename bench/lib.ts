@@ -7,6 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpus, totalmem, platform, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startService, type StartOptions, type TestService } from '../test/helpers/service.js';
+import { readSse } from '../test/helpers/sse.js';
 
 export { startService, type TestService };
 export type { StartOptions };
@@ -103,4 +104,23 @@ export async function residentMiB(pid: number): Promise<number> {
     }
   }
   return total;
+}
+
+/**
+ * Reads a streamed Responses answer to its end: when its first and last text deltas arrived
+ * (performance.now()) and the output tokens its final event reports.
+ */
+export async function timeResponseStream(response: Response): Promise<{ first: number; last: number; tokens: number }> {
+  let first = 0;
+  let last = 0;
+  let tokens = 0;
+  for await (const frame of readSse(response)) {
+    if (frame.event === 'response.output_text.delta') {
+      last = performance.now();
+      if (!first) first = last;
+    } else if (frame.event === 'response.incomplete' || frame.event === 'response.completed') {
+      tokens = (JSON.parse(frame.data) as { response: { usage: { output_tokens: number } } }).response.usage.output_tokens;
+    }
+  }
+  return { first, last, tokens };
 }

@@ -15,8 +15,7 @@ import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.
 import { defaultThreads } from '../src/config.js';
 import { affinityForThisMachine, type AffinityPlan } from '../src/engine/cpu-affinity.js';
 import { api } from '../test/helpers/service.js';
-import { readSse } from '../test/helpers/sse.js';
-import { log, median, runs, startService, type Figure, type TestService } from './lib.js';
+import { log, median, runs, startService, timeResponseStream, type Figure, type TestService } from './lib.js';
 
 const TOKENS = 512;
 const SEED = 1234;
@@ -33,17 +32,7 @@ async function throughService(service: TestService, modelId: string): Promise<Me
     method: 'POST',
     json: { model: modelId, input: INPUT, stream: true, max_output_tokens: TOKENS, seed: SEED, temperature: 1 },
   });
-  let first = 0;
-  let last = 0;
-  let tokens = 0;
-  for await (const frame of readSse(response)) {
-    if (frame.event === 'response.output_text.delta') {
-      last = performance.now();
-      if (!first) first = last;
-    } else if (frame.event === 'response.incomplete' || frame.event === 'response.completed') {
-      tokens = (JSON.parse(frame.data) as { response: { usage: { output_tokens: number } } }).response.usage.output_tokens;
-    }
-  }
+  const { first, last, tokens } = await timeResponseStream(response);
   if (tokens !== TOKENS) throw new Error(`expected ${TOKENS} tokens, got ${tokens}`);
   // Deltas may carry several tokens; the first delta holds at least the first token.
   return { ttftMs: first - started, tokensPerSecond: (tokens - 1) / ((last - first) / 1000) };
