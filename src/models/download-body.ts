@@ -34,10 +34,15 @@ export interface FileState {
   head: Buffer;
 }
 
-/** Reports progress at most once per interval, and only when bytes arrived. */
+/**
+ * Reports progress at most once per interval, and only when bytes arrived. A download that ends
+ * before its first interval still reports once, at its end, so that every pull that fetched bytes
+ * has at least one progress report (with the whole size when it is known).
+ */
 export class ProgressReporter {
   private lastAt = -1;
   private lastBytes = 0;
+  private reported = false;
 
   constructor(private readonly onProgress: ((progress: DownloadProgress) => void) | undefined, private readonly intervalMs: number) {}
 
@@ -52,10 +57,22 @@ export class ProgressReporter {
     const now = performance.now();
     const elapsed = now - this.lastAt;
     if (elapsed < this.intervalMs || downloadedBytes === this.lastBytes) return;
+    this.report(now, elapsed, downloadedBytes, totalBytes);
+  }
+
+  /** The file is whole: the first report, if there was none and bytes arrived. */
+  finish(downloadedBytes: number, totalBytes: number | null): void {
+    if (!this.onProgress || this.reported || this.lastAt < 0 || downloadedBytes === this.lastBytes) return;
+    const now = performance.now();
+    this.report(now, Math.max(1, now - this.lastAt), downloadedBytes, totalBytes);
+  }
+
+  private report(now: number, elapsed: number, downloadedBytes: number, totalBytes: number | null): void {
     const bytesPerSecond = Math.max(0, Math.round(((downloadedBytes - this.lastBytes) * 1000) / elapsed));
     this.lastAt = now;
     this.lastBytes = downloadedBytes;
-    this.onProgress({ downloadedBytes, totalBytes, bytesPerSecond });
+    this.reported = true;
+    this.onProgress!({ downloadedBytes, totalBytes, bytesPerSecond });
   }
 }
 

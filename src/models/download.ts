@@ -131,6 +131,7 @@ class Download {
       if (this.recorded && this.recorded.url !== this.options.source.url) this.recorded = null;
       const onDisk = this.options.resume && !this.recorded ? 0 : await partialSize(this.partial);
       const file = await this.fetchFile(onDisk);
+      this.progress.finish(file.state.size, file.totalBytes);
       return await this.finish(file.state, file.totalBytes, Math.min(onDisk, file.keptBytes));
     } catch (error) {
       throw await this.settleFailure(error);

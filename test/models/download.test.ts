@@ -100,6 +100,16 @@ describe('model download (LMSP 5.1)', () => {
     }
   }, 'pull-progress'));
 
+  test('a download shorter than the interval reports once, at its end, with the whole size', () => withDataDir(async (modelsDir) => {
+    server.serve('/fast/tiny.gguf', MODEL);
+    const reports: DownloadProgress[] = [];
+    await downloadModel(options(modelsDir, '/fast/tiny.gguf', { progressIntervalMs: 60_000, onProgress: (progress) => reports.push(progress) }));
+    assert.equal(reports.length, 1, 'one report');
+    assert.equal(reports[0]!.downloadedBytes, MODEL.length);
+    assert.equal(reports[0]!.totalBytes, MODEL.length);
+    assert.ok(reports[0]!.bytesPerSecond > 0);
+  }, 'pull-progress-fast'));
+
   test('an abort stops within a second and keeps the partial file', () => withDataDir(async (modelsDir) => {
     server.serve('/abort/tiny.gguf', MODEL);
     const { error, abortToReject } = await abortHalfway(modelsDir, '/abort/tiny.gguf');

@@ -78,6 +78,10 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.equal(types[1], 'model.pull.in_progress');
     assert.equal(types.at(-1), 'model.pull.completed');
     assert.ok(types.slice(2, -1).every((type) => type === 'model.pull.progress'), types.join(', '));
+    // Even a pull faster than the one-a-second limit reports its bytes once before it completes.
+    assert.ok(types.length >= 4, types.join(', '));
+    assert.equal(events.at(-2)!.downloaded_bytes, MODEL.length);
+    assert.equal(events.at(-2)!.total_bytes, MODEL.length);
     assert.deepEqual(events.map((event) => event.sequence_number), events.map((_, index) => index + 1), 'gapless from 1');
     const model = events.at(-1)!.model as ModelObject;
     assert.equal(model.id, 'pulled-plain');
