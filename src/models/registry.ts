@@ -93,8 +93,11 @@ export class ModelRegistry {
     return resolved;
   }
 
+  /** LMSP 5.1, 9: an id already registered is 409 `model_exists`, for a registration as for a pull. */
   private assertFree(id: string): void {
-    if (this.store.models.get(id)) throw invalidRequest('id', `a model with id '${id}' is already registered; remove it first`);
+    if (this.store.models.get(id)) {
+      throw new ServiceError('model_exists', `A model with id '${id}' is already registered; choose another id with \`id\`, or remove it first.`, { param: 'id' });
+    }
   }
 
   /** Records an inspected model; call inside the registration's transaction (the id may have been taken meanwhile). */
