@@ -12,7 +12,12 @@
  * the database, and each turn reads only the due client's oldest queued task (an indexed probe).
  */
 import type { Task } from '../domain/tasks.js';
-import type { Store } from '../store/index.js';
+
+/** Where the queued tasks are: the generation queue (`store.tasks`) or the pulls' (`store.pulls`). */
+export interface QueuedTasks {
+  clientsWithQueuedTasks(): string[];
+  oldestQueuedOf(clientId: string, claimed: Iterable<string>): Task | null;
+}
 
 export class FairQueue {
   /** Clients that may have queued tasks, in the order they joined (a Set keeps insertion order). */
@@ -21,8 +26,8 @@ export class FairQueue {
   private readonly lastServed = new Map<string, number>();
   private turn = 0;
 
-  constructor(private readonly store: Store) {
-    for (const clientId of store.tasks.clientsWithQueuedTasks()) this.line.add(clientId);
+  constructor(private readonly tasks: QueuedTasks) {
+    for (const clientId of tasks.clientsWithQueuedTasks()) this.line.add(clientId);
   }
 
   /** A task of this client was queued: it joins the line unless it is in it already. */
@@ -36,7 +41,7 @@ export class FairQueue {
     // A stable sort: clients never served keep the order they joined in, ahead of the others.
     const due = [...this.line].sort((a, b) => (this.lastServed.get(a) ?? 0) - (this.lastServed.get(b) ?? 0));
     for (const clientId of due) {
-      const task = this.store.tasks.oldestQueuedOf(clientId, taken);
+      const task = this.tasks.oldestQueuedOf(clientId, taken);
       if (task) return task;
       this.line.delete(clientId); // nothing queued any more; it joins again when it queues
     }

@@ -128,7 +128,7 @@ export class Scheduler {
   }
 
   start(): void {
-    this.queue = new FairQueue(this.store);
+    this.queue = new FairQueue(this.store.tasks);
     this.engine.onCapacity(() => this.pump());
     // A cancel accepted anywhere (HTTP, a disconnecting client) reaches the worker here.
     this.core.bus.onAnyTask((task) => {

@@ -31,7 +31,7 @@ describe('fair scheduling between clients (LMSP 16)', () => {
   test('a client that queues while another holds the only slot gets the next one', () => withDataDir(async (dir) => {
     const store = Store.open(dir);
     try {
-      const queue = new FairQueue(store);
+      const queue = new FairQueue(store.tasks);
       const greedy = [queueTask(store, queue, 'cli_greedy'), queueTask(store, queue, 'cli_greedy'), queueTask(store, queue, 'cli_greedy')];
       assert.equal(takeSlot(store, queue).id, greedy[0]!.id, 'the first task takes the free slot');
       // The greedy client holds the slot and has more queued when the patient one arrives.
@@ -46,7 +46,7 @@ describe('fair scheduling between clients (LMSP 16)', () => {
   test('two long queues alternate, each in its own FIFO order', () => withDataDir(async (dir) => {
     const store = Store.open(dir);
     try {
-      const queue = new FairQueue(store);
+      const queue = new FairQueue(store.tasks);
       const a = [queueTask(store, queue, 'cli_a'), queueTask(store, queue, 'cli_a'), queueTask(store, queue, 'cli_a')];
       const b = [queueTask(store, queue, 'cli_b'), queueTask(store, queue, 'cli_b'), queueTask(store, queue, 'cli_b')];
       const order = a.concat(b).map(() => takeSlot(store, queue).id);
@@ -59,7 +59,7 @@ describe('fair scheduling between clients (LMSP 16)', () => {
   test('a client that comes back after a while is due before one served since', () => withDataDir(async (dir) => {
     const store = Store.open(dir);
     try {
-      const queue = new FairQueue(store);
+      const queue = new FairQueue(store.tasks);
       const early = queueTask(store, queue, 'cli_early');
       assert.equal(takeSlot(store, queue).id, early.id);
       const busy = [queueTask(store, queue, 'cli_busy'), queueTask(store, queue, 'cli_busy')];
