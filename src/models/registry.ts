@@ -137,7 +137,7 @@ export class ModelRegistry {
   /** LMSP 5.1, 9: an id already registered is 409 `model_exists`, for a registration as for a pull. */
   private assertFree(id: string): void {
     if (this.store.models.get(id)) {
-      throw new ServiceError('model_exists', `A model with id '${id}' is already registered; choose another id with \`id\`, or remove it first.`, { param: 'id' });
+      throw new ServiceError('model_exists', `A model with id '${id}' is already registered; choose another id, or remove it first.`, { param: 'id' });
     }
   }
 
