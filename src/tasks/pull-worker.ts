@@ -59,12 +59,14 @@ export class PullWorkers {
     while (this.claims.size < limit) {
       const task = this.core.store.pulls.nextResumed(this.claims.keys()) ?? this.queue.next(this.claims.keys());
       if (!task) return;
-      if (task.status === 'queued') this.queue.served(task.clientId);
+      const queue = this.queue;
+      queue.served(task.clientId);
       const abort = new AbortController();
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
       claim.done = this.run(task.id, abort.signal).finally(() => {
         this.claims.delete(task.id);
+        queue.released(task.clientId);
         this.pump();
       });
     }

@@ -1,7 +1,7 @@
 /**
  * LMSP 16: "the next slot goes to the client that has waited longest for one (round robin),
  * first in, first out within a client". The queue is driven here as the scheduler drives it
- * (next, then served when a slot is taken), over a real store, one slot at a time.
+ * (next, served when a slot is taken, released when it is given back), over a real store.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -11,65 +11,93 @@ import { FairQueue } from '../../src/tasks/fair-queue.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { insertResponseTask, machineOf, makeResponseAndTask } from '../helpers/fixtures.js';
 
-function queueTask(store: Store, queue: FairQueue, clientId: string): Task {
-  const { response, task } = makeResponseAndTask({ clientId });
-  const written = store.db.transaction((tx) => insertResponseTask(store, tx, response, task));
-  queue.noteQueued(clientId);
-  return written;
+class Slots {
+  readonly queue: FairQueue;
+
+  constructor(private readonly store: Store) {
+    this.queue = new FairQueue(store.tasks);
+  }
+
+  add(clientId: string): Task {
+    const { response, task } = makeResponseAndTask({ clientId });
+    const written = this.store.db.transaction((tx) => insertResponseTask(this.store, tx, response, task));
+    this.queue.noteQueued(clientId);
+    return written;
+  }
+
+  /** A slot is taken: the next task starts (it leaves `queued`), as the scheduler's pump does. */
+  take(): Task {
+    const task = this.queue.next([]);
+    assert.ok(task, 'a queued task');
+    this.queue.served(task.clientId);
+    this.store.db.transaction((tx) => machineOf(this.store).startLoading(tx, task.id));
+    return task;
+  }
+
+  release(task: Task): void {
+    this.queue.released(task.clientId);
+  }
+
+  /** One slot: take it, give it back, as many times as asked; the ids in the order they ran. */
+  runOneByOne(count: number): string[] {
+    return Array.from({ length: count }, () => {
+      const task = this.take();
+      this.release(task);
+      return task.id;
+    });
+  }
 }
 
-/** Takes the one slot: the next task starts (it leaves `queued`), as the scheduler's pump does. */
-function takeSlot(store: Store, queue: FairQueue): Task {
-  const task = queue.next([]);
-  assert.ok(task, 'a queued task');
-  queue.served(task.clientId);
-  store.db.transaction((tx) => machineOf(store).startLoading(tx, task.id));
-  return task;
+async function withSlots(run: (slots: Slots) => void): Promise<void> {
+  await withDataDir(async (dir) => {
+    const store = Store.open(dir);
+    try {
+      run(new Slots(store));
+    } finally {
+      await store.close();
+    }
+  });
 }
+
+const ids = (tasks: Array<Task | undefined>) => tasks.map((task) => task!.id);
 
 describe('fair scheduling between clients (LMSP 16)', () => {
-  test('a client that queues while another holds the only slot gets the next one', () => withDataDir(async (dir) => {
-    const store = Store.open(dir);
-    try {
-      const queue = new FairQueue(store.tasks);
-      const greedy = [queueTask(store, queue, 'cli_greedy'), queueTask(store, queue, 'cli_greedy'), queueTask(store, queue, 'cli_greedy')];
-      assert.equal(takeSlot(store, queue).id, greedy[0]!.id, 'the first task takes the free slot');
-      // The greedy client holds the slot and has more queued when the patient one arrives.
-      const patient = queueTask(store, queue, 'cli_patient');
-      const order = [takeSlot(store, queue), takeSlot(store, queue), takeSlot(store, queue)].map((task) => task.id);
-      assert.deepEqual(order, [patient.id, greedy[1]!.id, greedy[2]!.id], 'the patient client first, then the greedy one in FIFO order');
-    } finally {
-      await store.close();
-    }
+  test('a client that queues while another holds the only slot gets the next one', () => withSlots((slots) => {
+    const greedy = [slots.add('cli_greedy'), slots.add('cli_greedy'), slots.add('cli_greedy')];
+    const first = slots.take();
+    assert.equal(first.id, greedy[0]!.id, 'the first task takes the free slot');
+    // The greedy client holds the slot and has more queued when the patient one arrives.
+    const patient = slots.add('cli_patient');
+    slots.release(first);
+    assert.deepEqual(slots.runOneByOne(3), ids([patient, greedy[1], greedy[2]]), 'the patient client first, then the greedy one in FIFO order');
   }));
 
-  test('two long queues alternate, each in its own FIFO order', () => withDataDir(async (dir) => {
-    const store = Store.open(dir);
-    try {
-      const queue = new FairQueue(store.tasks);
-      const a = [queueTask(store, queue, 'cli_a'), queueTask(store, queue, 'cli_a'), queueTask(store, queue, 'cli_a')];
-      const b = [queueTask(store, queue, 'cli_b'), queueTask(store, queue, 'cli_b'), queueTask(store, queue, 'cli_b')];
-      const order = a.concat(b).map(() => takeSlot(store, queue).id);
-      assert.deepEqual(order, [a[0], b[0], a[1], b[1], a[2], b[2]].map((task) => task!.id));
-    } finally {
-      await store.close();
-    }
+  test('two long queues alternate, each in its own FIFO order', () => withSlots((slots) => {
+    const a = [slots.add('cli_a'), slots.add('cli_a'), slots.add('cli_a')];
+    const b = [slots.add('cli_b'), slots.add('cli_b'), slots.add('cli_b')];
+    assert.deepEqual(slots.runOneByOne(6), ids([a[0], b[0], a[1], b[1], a[2], b[2]]));
   }));
 
-  test('a client that comes back after a while is due before one served since', () => withDataDir(async (dir) => {
-    const store = Store.open(dir);
-    try {
-      const queue = new FairQueue(store.tasks);
-      const early = queueTask(store, queue, 'cli_early');
-      assert.equal(takeSlot(store, queue).id, early.id);
-      const busy = [queueTask(store, queue, 'cli_busy'), queueTask(store, queue, 'cli_busy')];
-      assert.equal(takeSlot(store, queue).id, busy[0]!.id);
-      // The early client was last served before the busy one: it has waited longer.
-      const back = queueTask(store, queue, 'cli_early');
-      assert.equal(takeSlot(store, queue).id, back.id);
-      assert.equal(takeSlot(store, queue).id, busy[1]!.id);
-    } finally {
-      await store.close();
-    }
+  test('a client waiting since its last turn ended goes before one that has just arrived', () => withSlots((slots) => {
+    const a = [slots.add('cli_a'), slots.add('cli_a')];
+    const b = [slots.add('cli_b'), slots.add('cli_b')];
+    assert.deepEqual(slots.runOneByOne(2), ids([a[0], b[0]]), 'a and b have had a turn each');
+    const running = slots.take();
+    assert.equal(running.id, a[1]!.id);
+    // b has waited since its turn ended; c arrives while a's second task runs.
+    const c = slots.add('cli_c');
+    slots.release(running);
+    assert.deepEqual(slots.runOneByOne(2), ids([b[1], c]));
+  }));
+
+  test('with two slots, a freed slot goes to a client holding none before one holding the other', () => withSlots((slots) => {
+    const greedy = [slots.add('cli_greedy'), slots.add('cli_greedy'), slots.add('cli_greedy')];
+    const [first, second] = [slots.take(), slots.take()];
+    assert.deepEqual(ids([first, second]), ids([greedy[0], greedy[1]]), 'one client may fill both slots');
+    const patient = slots.add('cli_patient');
+    slots.release(first);
+    assert.equal(slots.take().id, patient.id);
+    slots.release(second);
+    assert.equal(slots.take().id, greedy[2]!.id);
   }));
 });
