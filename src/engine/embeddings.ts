@@ -95,11 +95,11 @@ function resolveInputs(model: LlamaModel, message: EmbedMessage): Array<string |
       return input;
     }
     if (!Array.isArray(input) || input.length === 0) throw new InputError('invalid_request', `input[${index}]`, 'an input must be a non-empty string or array of token ids');
-    for (const token of input) {
+    input.forEach((token, position) => {
       if (!Number.isInteger(token) || token < 0 || token >= vocabulary) {
-        throw new InputError('invalid_request', `input[${index}]`, `token id ${String(token)} is not in the model's vocabulary (0 to ${vocabulary - 1})`);
+        throw new InputError('invalid_request', `input[${index}][${position}]`, `token id ${String(token)} is not in the model's vocabulary (0 to ${vocabulary - 1})`);
       }
-    }
+    });
     return [...input] as Token[];
   });
 }

@@ -10,7 +10,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { ModelLoadResult } from '../engine/runner-pool.js';
 import type { Store } from '../store/index.js';
 import type { RecoveryReport } from '../tasks/recovery.js';
-import { TASK_STATUSES, isFinal } from '../domain/tasks.js';
+import { FINAL_STATUSES, TASK_KINDS, TASK_STATUSES, isFinal } from '../domain/tasks.js';
 import type { TaskTimeline } from '../tasks/task-timeline.js';
 import type { AppContext } from './context.js';
 
@@ -59,9 +59,9 @@ export class ServiceMetrics {
       collect() {
         this.reset();
         const rows = sources.store.taskCounts.byKindAndStatus();
-        // Every status of every kind present is reported, zeros included, so rates and alerts
+        // Every status of every kind is reported, zeros included, so rates and alerts
         // see a series that exists before its first task.
-        for (const kind of new Set(['response', ...rows.map((row) => row.kind)])) {
+        for (const kind of new Set<string>([...TASK_KINDS, ...rows.map((row) => row.kind)])) {
           for (const status of TASK_STATUSES) this.set({ kind, status }, 0);
         }
         for (const row of rows) this.set({ kind: row.kind, status: row.status }, row.count);
@@ -71,6 +71,8 @@ export class ServiceMetrics {
       name: 'lmsp_tasks_finished_total', help: 'Tasks that reached a final status in this process, by kind and status.',
       labelNames: ['kind', 'status'] as const, registers,
     });
+    // Zeros from the start, as for lmsp_tasks: a rate needs the series before its first increase.
+    for (const kind of TASK_KINDS) for (const status of FINAL_STATUSES) this.tasksFinished.inc({ kind, status }, 0);
     this.queueWait = new Histogram({
       name: 'lmsp_queue_wait_seconds', help: 'From a task\'s creation (or its requeue after a restart) to its start.',
       buckets: WAIT_BUCKETS, registers,

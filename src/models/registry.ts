@@ -3,7 +3,7 @@
  * integrity before every load, and the built-in `lmsp-tiny`.
  */
 import { existsSync, mkdirSync } from 'node:fs';
-import { realpath, stat } from 'node:fs/promises';
+import { lstat, readlink, realpath, stat } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { MODEL_ID_PATTERN, type Model } from '../domain/models.js';
@@ -39,8 +39,42 @@ async function resolveFile(path: string, shown: string): Promise<string> {
   }
 }
 
+/** The same 404 on every route that names a model by id, as `GET /v1/models/{id}` answers it. */
+export function modelNotFound(id: string): ServiceError {
+  return new ServiceError('model_not_found', `The model '${id}' does not exist.`, { param: 'id' });
+}
+
 function isInside(folder: string, path: string): boolean {
   return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
+}
+
+/**
+ * Whether a path inside `folder` that cannot be resolved leads outside it through its links
+ * (LMSP 5: the answer for a broken link must not depend on what exists outside). Follows the
+ * links one component at a time and never looks at anything outside `folder`.
+ */
+async function leadsOutside(folder: string, path: string): Promise<boolean> {
+  const pending = relative(folder, path).split(sep).filter((part) => part !== '' && part !== '.');
+  let current = folder;
+  for (let links = 0; pending.length > 0;) {
+    const next = resolve(current, pending.shift()!);
+    if (!isInside(folder, next)) return true;
+    let target: string | null = null;
+    try {
+      if ((await lstat(next)).isSymbolicLink()) target = resolve(current, await readlink(next));
+    } catch {
+      return false; // missing, inside
+    }
+    if (target === null) {
+      current = next;
+      continue;
+    }
+    if (!isInside(folder, target)) return true;
+    if (++links > 40) return false;
+    pending.unshift(...relative(folder, target).split(sep).filter((part) => part !== ''));
+    current = folder;
+  }
+  return false;
 }
 
 export class ModelRegistry {
@@ -88,13 +122,23 @@ export class ModelRegistry {
     const named = resolve(folder, path);
     if (!isInside(folder, named) && !isInside(resolve(this.modelsDir), resolve(this.modelsDir, path))) throw outside();
     const shown = relative(folder, named) || '.';
-    const resolved = await resolveFile(named, shown);
+    let resolved: string;
+    try {
+      resolved = await resolveFile(named, shown);
+    } catch (error) {
+      // A broken link that points outside says nothing about what is there either.
+      if (await leadsOutside(folder, named)) throw outside();
+      throw error;
+    }
     if (!isInside(folder, resolved)) throw outside();
     return resolved;
   }
 
+  /** LMSP 5.1, 9: an id already registered is 409 `model_exists`, for a registration as for a pull. */
   private assertFree(id: string): void {
-    if (this.store.models.get(id)) throw invalidRequest('id', `a model with id '${id}' is already registered; remove it first`);
+    if (this.store.models.get(id)) {
+      throw new ServiceError('model_exists', `A model with id '${id}' is already registered; choose another id, or remove it first.`, { param: 'id' });
+    }
   }
 
   /** Records an inspected model; call inside the registration's transaction (the id may have been taken meanwhile). */
@@ -107,7 +151,7 @@ export class ModelRegistry {
   remove(id: string): Promise<Model> {
     return this.store.db.write(() => {
       const model = this.store.models.get(id);
-      if (!model) throw new ServiceError('model_not_found', `no model with id '${id}'`);
+      if (!model) throw modelNotFound(id);
       if (this.store.tasks.countUnfinishedForModel(id) > 0) throw new ServiceError('model_in_use', `an unfinished task uses '${id}'`);
       this.store.models.delete(id);
       return model;
@@ -120,7 +164,7 @@ export class ModelRegistry {
    */
   async measure(id: string, onProgress?: HashProgress): Promise<Model> {
     const model = this.store.models.get(id);
-    if (!model) throw new ServiceError('model_not_found', `no model with id '${id}'`);
+    if (!model) throw modelNotFound(id);
     let status: Model['status'];
     let info: Awaited<ReturnType<typeof stat>> | null = null;
     try {
@@ -141,7 +185,7 @@ export class ModelRegistry {
 
   /** Records a verification; call inside the request's transaction. */
   recordVerification(model: Model): Model {
-    if (!this.store.models.get(model.id)) throw new ServiceError('model_not_found', `no model with id '${model.id}'`);
+    if (!this.store.models.get(model.id)) throw modelNotFound(model.id);
     this.store.models.updateFile(model);
     return model;
   }

@@ -42,7 +42,9 @@ export class ModelPullTable {
   private readonly setResumeStatement;
   private readonly setResultStatement;
   private readonly unfinishedForModelStatement;
-  private readonly nextStatement;
+  private readonly nextResumedStatement;
+  private readonly oldestQueuedOfClientStatement;
+  private readonly clientsWithQueuedStatement;
 
   constructor(db: Sqlite) {
     this.insertStatement = db.prepare(`
@@ -56,11 +58,16 @@ export class ModelPullTable {
     const pulls = oneOf('t.kind', PULL_KINDS);
     this.unfinishedForModelStatement = db.prepare<[string], number>(`
       SELECT count(*) FROM tasks t WHERE t.model = ? AND ${pulls} AND ${oneOf('t.status', UNFINISHED_STATUSES)}`).pluck();
-    // Resumed pulls (still running after a restart) first, then queued ones, oldest first.
-    this.nextStatement = db.prepare<[string], DbTask>(`
-      SELECT * FROM tasks t WHERE ${pulls} AND (t.status = 'running' OR t.status = 'queued')
-        AND t.id NOT IN (SELECT value FROM json_each(?))
-      ORDER BY t.status = 'queued', t.seq LIMIT 1`);
+    // The pull workers take resumed pulls (still running after a restart) first, then queued
+    // ones fairly between clients (LMSP 16, tasks/fair-queue.ts).
+    this.nextResumedStatement = db.prepare<[string], DbTask>(`
+      SELECT * FROM tasks t WHERE ${pulls} AND t.status = 'running' AND t.id NOT IN (SELECT value FROM json_each(?))
+      ORDER BY t.seq LIMIT 1`);
+    this.oldestQueuedOfClientStatement = db.prepare<[string, string], DbTask>(`
+      SELECT * FROM tasks t WHERE t.client_id = ? AND ${pulls} AND t.status = 'queued' AND t.id NOT IN (SELECT value FROM json_each(?))
+      ORDER BY t.seq LIMIT 1`);
+    this.clientsWithQueuedStatement = db.prepare<[], { client_id: string; first: number }>(`
+      SELECT t.client_id, min(t.seq) AS first FROM tasks t WHERE ${pulls} AND t.status = 'queued' GROUP BY t.client_id ORDER BY first`);
   }
 
   insert(pull: ModelPull): void {
@@ -91,9 +98,20 @@ export class ModelPullTable {
     return this.unfinishedForModelStatement.get(modelId)!;
   }
 
-  /** The next pull to work on, not one of `claimed`: resumed ones first, then the queue (FIFO). */
-  next(claimed: Iterable<string>): Task | null {
-    const row = this.nextStatement.get(JSON.stringify([...claimed]));
+  /** A pull resumed at startup (still running) that no worker has taken yet. */
+  nextResumed(claimed: Iterable<string>): Task | null {
+    const row = this.nextResumedStatement.get(JSON.stringify([...claimed]));
     return row ? toTask(row) : null;
+  }
+
+  /** The oldest queued pull of a client, not one of `claimed`. */
+  oldestQueuedOf(clientId: string, claimed: Iterable<string>): Task | null {
+    const row = this.oldestQueuedOfClientStatement.get(clientId, JSON.stringify([...claimed]));
+    return row ? toTask(row) : null;
+  }
+
+  /** The clients that have queued pulls, the one whose oldest queued pull is oldest first. */
+  clientsWithQueuedTasks(): string[] {
+    return this.clientsWithQueuedStatement.all().map((row) => row.client_id);
   }
 }

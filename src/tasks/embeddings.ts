@@ -70,7 +70,8 @@ export function embeddingInputs(input: unknown): { inputs: EmbeddingInput[]; sin
 /** An engine refusal as the client's error: its param names the wire field. */
 function toServiceError(error: unknown, single: boolean): unknown {
   if (error instanceof EngineInputError) {
-    const param = single && error.param === 'input[0]' ? 'input' : error.param;
+    // One input sent alone is `input` itself: its own refusal names `input`, one of its token ids `input[k]`.
+    const param = !single ? error.param : error.param === 'input[0]' ? 'input' : error.param.replace(/^input\[0\]\[/, 'input[');
     return new ServiceError(error.code, error.message, { param });
   }
   if (error instanceof EngineError) {

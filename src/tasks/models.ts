@@ -4,11 +4,10 @@
  */
 import type { ModelObject } from '../api/types.js';
 import { toModelObject } from '../api/views.js';
-import { ServiceError } from '../domain/errors.js';
 import type { Model } from '../domain/models.js';
 import type { Engine } from '../engine/engine.js';
 import type { HashProgress } from '../models/hashing.js';
-import type { InspectOptions } from '../models/registry.js';
+import { modelNotFound, type InspectOptions } from '../models/registry.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import type { TaskCore } from './core.js';
 
@@ -28,7 +27,7 @@ export function listModels(deps: ModelDeps, includePath: boolean): ModelObject[]
 
 export function getModel(deps: ModelDeps, id: string, includePath: boolean): ModelObject {
   const model = deps.registry.get(id);
-  if (!model) throw new ServiceError('model_not_found', `The model '${id}' does not exist.`, { param: 'id' });
+  if (!model) throw modelNotFound(id);
   return modelView(deps, model, includePath);
 }
 

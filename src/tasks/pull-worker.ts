@@ -1,13 +1,15 @@
 /**
  * The pull workers (LMSP 5.1): pulls are not generations, so they do not take the engine's slots.
  * At most `MAX_CONCURRENT_PULLS` download at once, beside any generations; pulls resumed at
- * startup first, then queued ones in creation order. A cancel accepted by the store reaches the
+ * startup first, then queued ones fairly between clients (LMSP 16: the client that has waited
+ * longest for a slot first, its oldest pull first, fair-queue.ts). A cancel accepted by the store reaches the
  * worker through the event bus and stops the download within a second.
  */
 import { MAX_CONCURRENT_PULLS } from '../domain/pulls.js';
 import type { Task } from '../domain/tasks.js';
 import type { PullSettings } from '../models/pull-source.js';
 import type { TaskCore } from './core.js';
+import { FairQueue } from './fair-queue.js';
 import { PULL_CANCELLED, runPull } from './pulls.js';
 import type { SchedulerLog } from './scheduler.js';
 
@@ -28,16 +30,21 @@ export class PullWorkers {
   private started = false;
   private pausedUntil = 0;
   private pauseTimer: NodeJS.Timeout | null = null;
+  private queue: FairQueue | null = null;
 
   constructor(private readonly core: Pick<TaskCore, 'store' | 'machine' | 'registry' | 'bus'>, readonly settings: PullSettings,
     private readonly options: { log: SchedulerLog; concurrency?: number }) {}
 
   start(): void {
     this.started = true;
+    this.queue = new FairQueue(this.core.store.pulls);
     this.core.bus.onAnyTask((task: Task) => {
       if (task.kind !== 'model_pull') return;
       if (task.status === 'cancelling') this.claims.get(task.id)?.abort.abort(PULL_CANCELLED);
-      else if (task.status === 'queued') this.pump();
+      else if (task.status === 'queued') {
+        this.queue?.noteQueued(task.clientId);
+        this.pump();
+      }
     });
     this.pump();
   }
@@ -47,16 +54,19 @@ export class PullWorkers {
   }
 
   pump(): void {
-    if (!this.started || this.stopped || Date.now() < this.pausedUntil) return;
+    if (!this.started || this.stopped || !this.queue || Date.now() < this.pausedUntil) return;
     const limit = this.options.concurrency ?? MAX_CONCURRENT_PULLS;
     while (this.claims.size < limit) {
-      const task = this.core.store.pulls.next(this.claims.keys());
+      const task = this.core.store.pulls.nextResumed(this.claims.keys()) ?? this.queue.next(this.claims.keys());
       if (!task) return;
+      const queue = this.queue;
+      queue.served(task.clientId);
       const abort = new AbortController();
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
       claim.done = this.run(task.id, abort.signal).finally(() => {
         this.claims.delete(task.id);
+        queue.released(task.clientId);
         this.pump();
       });
     }

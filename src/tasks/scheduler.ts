@@ -128,7 +128,7 @@ export class Scheduler {
   }
 
   start(): void {
-    this.queue = new FairQueue(this.store);
+    this.queue = new FairQueue(this.store.tasks);
     this.engine.onCapacity(() => this.pump());
     // A cancel accepted anywhere (HTTP, a disconnecting client) reaches the worker here.
     this.core.bus.onAnyTask((task) => {
@@ -156,13 +156,15 @@ export class Scheduler {
       const model = this.core.registry.get(task.model);
       const lease = model ? this.engine.acquire({ id: model.id, path: model.path, digest: model.digest }) : null;
       if (model && !lease) return; // no capacity for this model yet: FIFO, so wait
-      if (task.status === 'queued') this.queue.served(task.clientId);
+      const queue = this.queue;
+      queue.served(task.clientId);
       const abort = new AbortController();
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
       claim.done = this.run(task, lease, abort).finally(() => {
         lease?.release();
         this.claims.delete(task.id);
+        queue.released(task.clientId);
         this.pump();
       });
     }

@@ -58,8 +58,8 @@ describe('embeddings (LMSP 14)', () => {
   test('bad inputs are refused naming the input: too long for the context, unknown token ids, empty, too many, bad dimensions', { timeout: 60_000 }, () =>
     withEngine({}, async ({ engine, tiny }) => {
       await rejectsWith(engine.embed(tiny, { inputs: ['fine', 'x'.repeat(16384)] }), 'context_length_exceeded', 'input[1]');
-      await rejectsWith(engine.embed(tiny, { inputs: [[5, 6], [259, 100_000]] }), 'invalid_request', 'input[1]');
-      await rejectsWith(engine.embed(tiny, { inputs: [[-1]] }), 'invalid_request', 'input[0]');
+      await rejectsWith(engine.embed(tiny, { inputs: [[5, 6], [259, 100_000]] }), 'invalid_request', 'input[1][1]');
+      await rejectsWith(engine.embed(tiny, { inputs: [[-1]] }), 'invalid_request', 'input[0][0]');
       await rejectsWith(engine.embed(tiny, { inputs: ['a', ''] }), 'invalid_request', 'input[1]');
       await rejectsWith(engine.embed(tiny, { inputs: [] }), 'invalid_request', 'input');
       await rejectsWith(engine.embed(tiny, { inputs: Array.from({ length: 2049 }, () => 'a') }), 'invalid_request', 'input');

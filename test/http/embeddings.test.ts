@@ -139,8 +139,9 @@ describe('Embeddings API (LMSP section 14)', () => {
       await refused(service, { model, input: [[100, 101], [100, -1]] }, 400, 'invalid_request', 'input[1][1]');
       await refused(service, { model, input: [[100], 'a'] }, 400, 'invalid_request', 'input[1]');
       await refused(service, { model, input: [100, 1.5] }, 400, 'invalid_request', 'input[1]');
-      await refused(service, { model, input: [100, 100_000] }, 400, 'invalid_request', 'input');
-      await refused(service, { model, input: [[100], [100_000]] }, 400, 'invalid_request', 'input[1]');
+      // A token id outside the vocabulary is named as one that is not an integer: the element itself.
+      await refused(service, { model, input: [100, 100_000] }, 400, 'invalid_request', 'input[1]');
+      await refused(service, { model, input: [[100], [100, 100_000]] }, 400, 'invalid_request', 'input[1][1]');
       await refused(service, { model, input: Array.from({ length: 2049 }, () => 'a') }, 400, 'invalid_request', 'input');
       await refused(service, { model, input: ['fine', 'x'.repeat(16_384)] }, 400, 'context_length_exceeded', 'input[1]');
       await refused(service, { model, input: 'x'.repeat(16_384) }, 400, 'context_length_exceeded', 'input');

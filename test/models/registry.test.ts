@@ -53,9 +53,15 @@ describe('model registry (LMSP section 5)', () => {
     const text = async (model: string) => (await service.client.createResponse({ model, input: 'same prompt', seed: 99, max_output_tokens: 50 }))
       .body.output[0]!.content[0]!.text;
     assert.equal(await text('tiny-twin'), await text('lmsp-tiny'));
+    // An id already taken is 409 model_exists, as for a pull (LMSP 5.1, 9), and no retry fixes it.
     const again = await register(service, { path: 'twin.gguf', id: 'tiny-twin' });
-    assert.equal(again.status, 400);
-    assert.equal(((await again.json()) as { error: { param: string } }).error.param, 'id');
+    assert.equal(again.status, 409);
+    assert.equal(again.headers.get('x-should-retry'), 'false');
+    const error = ((await again.json()) as { error: { code: string; param: string } }).error;
+    assert.deepEqual([error.code, error.param], ['model_exists', 'id']);
+    const derived = await register(service, { path: 'lmsp-tiny.gguf' });
+    assert.equal(derived.status, 409, 'an id derived from the file name is checked the same way');
+    assert.equal(((await derived.json()) as { error: { code: string } }).error.code, 'model_exists');
   }));
 
   test('bad model files get a clear error and register nothing', () => withService({}, async (service) => {

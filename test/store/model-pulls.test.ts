@@ -44,9 +44,11 @@ describe('model pull records (LMSP 5.1)', () => {
       assert.deepEqual(store.tasks.clientsWithQueuedTasks(), []);
       assert.equal(store.tasks.oldestQueuedOf('cli_test', []), null);
       assert.equal(store.tasks.nextResumed([]), null);
-      assert.equal(store.pulls.next([])?.id, running.id, 'a running (resumed) pull first');
-      assert.equal(store.pulls.next([running.id])?.id, queued.id);
-      assert.equal(store.pulls.next([running.id, queued.id]), null);
+      assert.equal(store.pulls.nextResumed([])?.id, running.id, 'a running (resumed) pull');
+      assert.equal(store.pulls.nextResumed([running.id]), null);
+      assert.deepEqual(store.pulls.clientsWithQueuedTasks(), ['cli_test']);
+      assert.equal(store.pulls.oldestQueuedOf('cli_test', [])?.id, queued.id);
+      assert.equal(store.pulls.oldestQueuedOf('cli_test', [queued.id]), null);
       assert.equal(store.pulls.countUnfinishedForModel('first'), 1);
       assert.equal(store.pulls.countUnfinishedForModel('third'), 0);
     } finally {

@@ -1,0 +1,51 @@
+/**
+ * The model registry's answers as a client sees them (LMSP 5): the same 404 for an unknown id on
+ * every route, and a broken link in the models directory that says nothing about what exists
+ * outside it.
+ */
+import assert from 'node:assert/strict';
+import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { makeDataDir } from '../helpers/data-dir.js';
+import { api, withService } from '../helpers/service.js';
+
+interface ErrorBody { error: { type: string; code: string; message: string; param: string | null } }
+
+describe('model registry edges (LMSP 5)', () => {
+  test('an unknown model id is the same 404 model_not_found on GET, DELETE and verify', () => withService({}, async (service) => {
+    const answers: string[] = [];
+    for (const [method, path] of [['GET', '/v1/models/no-such-model'], ['DELETE', '/v1/models/no-such-model'], ['POST', '/v1/models/no-such-model/verify']] as const) {
+      const response = await api(service, path, { method });
+      assert.equal(response.status, 404, `${method} ${path}`);
+      const body = (await response.json()) as ErrorBody;
+      assert.equal(body.error.code, 'model_not_found');
+      answers.push(JSON.stringify(body));
+    }
+    assert.equal(new Set(answers).size, 1, `one answer for all:\n${answers.join('\n')}`);
+    assert.equal((JSON.parse(answers[0]!) as ErrorBody).error.param, 'id');
+  }));
+
+  test('a broken link to outside the models directory answers the same whether its target exists or not', () => withService({}, async (service) => {
+    const outside = makeDataDir('outside-links');
+    const models = join(service.dataDir, 'models');
+    writeFileSync(join(outside, 'exists.gguf'), 'GGUF');
+    symlinkSync(join(outside, 'exists.gguf'), join(models, 'to-existing.gguf'));
+    symlinkSync(join(outside, 'missing.gguf'), join(models, 'to-missing.gguf'));
+    symlinkSync(join(outside, 'no-such-folder'), join(models, 'to-missing-folder'));
+    symlinkSync('to-missing.gguf', join(models, 'chain.gguf'));
+    const answers: string[] = [];
+    for (const path of ['to-existing.gguf', 'to-missing.gguf', 'to-missing-folder/x.gguf', 'chain.gguf']) {
+      const response = await api(service, '/v1/models', { method: 'POST', json: { path, id: 'linked' } });
+      assert.equal(response.status, 400, path);
+      answers.push(JSON.stringify(await response.json()));
+    }
+    assert.equal(new Set(answers).size, 1, `one answer for all:\n${answers.join('\n')}`);
+    assert.match(answers[0]!, /must lie inside the models directory/);
+    // A broken link that stays inside is a missing file, named as such.
+    symlinkSync('gone.gguf', join(models, 'to-gone.gguf'));
+    const inside = await api(service, '/v1/models', { method: 'POST', json: { path: 'to-gone.gguf' } });
+    assert.match(((await inside.json()) as ErrorBody).error.message, /no file at to-gone\.gguf/);
+    rmSync(outside, { recursive: true, force: true });
+  }));
+});
