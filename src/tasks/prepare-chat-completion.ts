@@ -195,7 +195,7 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
       request.maxCompletionTokens = contextLength - inputTokens;
     } else if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
       throw new ServiceError('context_length_exceeded',
-        `The messages (${inputTokens} tokens) and max_completion_tokens (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
+        `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
         { param: 'messages' });
     }
   }

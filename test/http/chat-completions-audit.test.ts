@@ -17,11 +17,12 @@ function chat(service: Pick<TestService, 'url' | 'token'>, body: object): Promis
   return api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: MESSAGES, ...body } });
 }
 
-async function expectError(response: Response, status: number, code: string, param: string | null): Promise<void> {
+async function expectError(response: Response, status: number, code: string, param: string | null): Promise<string> {
   const body = await json<{ error: { code: string; param: string | null; message: string } }>(response);
   assert.equal(response.status, status, JSON.stringify(body));
   assert.equal(body.error.code, code, body.error.message);
   assert.equal(body.error.param, param, body.error.message);
+  return body.error.message;
 }
 
 describe('chat completions and embeddings, from a client author\'s side', () => {
@@ -58,7 +59,10 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     // Byte-level vocabulary: about a token a byte, so these messages leave less than the default 1024.
     const messages = [{ role: 'user', content: 'ab '.repeat(Math.floor((model.context_length - 900) / 3)) }];
     const asked = await chat(service, { messages, max_completion_tokens: 1024 });
-    await expectError(asked, 400, 'context_length_exceeded', 'messages');
+    assert.match(await expectError(asked, 400, 'context_length_exceeded', 'messages'), /max_completion_tokens \(1024\)/);
+    // The message names the field the client sent.
+    const older = await chat(service, { messages, max_tokens: 1024 });
+    assert.match(await expectError(older, 400, 'context_length_exceeded', 'messages'), /and max_tokens \(1024\)/);
     const answer = await chat(service, { messages, stop: ['a', 'e', 'o', 'b'], seed: 1 });
     const body = await json<ChatCompletionObject>(answer);
     assert.equal(answer.status, 200, JSON.stringify(body));
