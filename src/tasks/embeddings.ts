@@ -19,6 +19,7 @@ import type { Model } from '../domain/models.js';
 import { EngineError, EngineInputError, MAX_EMBEDDING_INPUTS, type EmbeddingInput } from '../engine/engine.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import type { TaskCore } from './core.js';
+import { withoutPaths } from './scheduler.js';
 
 /** What a key records in place of the vectors: enough to tell that a recomputation answers the same. */
 interface RecordedEmbeddings {
@@ -76,7 +77,8 @@ function toServiceError(error: unknown, single: boolean): unknown {
   }
   if (error instanceof EngineError) {
     if (error.code === 'model_not_found') return new ServiceError('model_not_found', error.message, { param: 'model' });
-    return new ServiceError('internal_error', `${error.code}: ${error.message}`, { cause: error });
+    // llama.cpp's own messages may name files: the client sees them without paths, as task errors.
+    return new ServiceError('internal_error', withoutPaths(`${error.code}: ${error.message}`), { cause: error });
   }
   return error;
 }
