@@ -1,8 +1,9 @@
 /**
  * `--parallel-mode sequences`: the slots of a model are sequences of one context in one runner
- * process. Concurrent generations there end as each would alone (same seed, same tokens), a
- * cancel stops one without disturbing the others, and a crash of the runner loses none of them:
- * each resumes from its committed tokens, exactly.
+ * process. A cancel stops one generation without disturbing the others or their runner, and a
+ * crash of the runner interrupts them all, each resuming from its committed tokens. (Whether a
+ * resume is exact is checked with one generation at a time, by the crash tests run in this mode:
+ * batched with others, a sequence's floats depend on the batch, see docs/operations.md.)
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -17,13 +18,13 @@ function request(seed: number, maxOutputTokens = TOKENS): Omit<GenerateRequest, 
 }
 
 describe('slots as sequences of one context', { skip: process.platform !== 'linux' && 'counts runner processes in /proc' }, () => {
-  test('three concurrent streams run in one runner; cancelling one leaves the others as they are alone', { timeout: 180_000 }, () =>
+  test('three concurrent streams run in one runner; cancelling one leaves the others and the runner going', { timeout: 180_000 }, () =>
     withEngine({ slots: 3, parallelMode: 'sequences', tokenDelayMs: 5 }, async ({ engine, tiny }) => {
       const cancel = new AbortController();
-      let runners = 0;
+      const runners = new Set<number>();
       const first = runGeneration(engine, tiny, request(11), {
         onUnit: () => {
-          runners = Math.max(runners, childPids(process.pid).length);
+          for (const pid of childPids(process.pid)) runners.add(pid);
         },
       });
       const cancelled = runGeneration(engine, tiny, request(12, 1000), {
@@ -37,23 +38,20 @@ describe('slots as sequences of one context', { skip: process.platform !== 'linu
       assert.equal(engine.acquire(tiny), null);
       await assert.rejects(cancelled, GenerationCancelled);
       const [a, c] = await Promise.all([first, third]);
-      assert.equal(runners, 1, 'one runner process serves the three slots');
+      assert.equal(runners.size, 1, 'one runner process serves the three slots');
       assert.equal(a.finishReason, 'max_output_tokens');
       assert.equal(c.finishReason, 'max_output_tokens');
       assert.equal(a.tokens.length, TOKENS);
       assert.equal(c.tokens.length, TOKENS);
-
-      const aloneA = await runGeneration(engine, tiny, request(11));
-      const aloneC = await runGeneration(engine, tiny, request(13));
-      assert.deepEqual(a.tokens, aloneA.tokens);
-      assert.deepEqual(c.tokens, aloneC.tokens);
-      assert.equal(a.text, aloneA.text);
-      assert.equal(childPids(process.pid).length, 1, 'the cancel did not end the shared runner');
+      assert.deepEqual(childPids(process.pid), [...runners], 'the cancel did not end the shared runner');
+      // The cancelled sequence is free again: three more generations fit at once.
+      const again = await Promise.all([31, 32, 33].map((seed) => runGeneration(engine, tiny, request(seed, 10))));
+      assert.deepEqual(again.map((result) => result.tokens.length), [10, 10, 10]);
+      assert.deepEqual(childPids(process.pid), [...runners]);
     }));
 
-  test('a crash of the runner interrupts every sequence; each resumes exactly from its committed tokens', { timeout: 180_000 }, () =>
+  test('a crash of the runner interrupts every sequence; each resumes from its committed tokens', { timeout: 180_000 }, () =>
     withEngine({ slots: 2, parallelMode: 'sequences', tokenDelayMs: 5 }, async ({ engine, tiny }) => {
-      const expected = await Promise.all([runGeneration(engine, tiny, request(21)), runGeneration(engine, tiny, request(22))]);
       const committed: OutputUnit[][] = [[], []];
       let killed = false;
       const kill = () => {
@@ -75,9 +73,10 @@ describe('slots as sequences of one context', { skip: process.platform !== 'linu
         resumeTokens: committed[index]!.flatMap((unit) => unit.tokens),
       })));
       for (const index of [0, 1]) {
-        const whole = [...committed[index]!.flatMap((unit) => unit.tokens), ...resumed[index]!.tokens];
-        assert.deepEqual(whole, expected[index]!.tokens);
-        assert.equal(committed[index]!.map((unit) => unit.text).join('') + resumed[index]!.text, expected[index]!.text);
+        const before = committed[index]!.flatMap((unit) => unit.tokens).length;
+        assert.ok(before >= TOKENS / 3 && before < TOKENS);
+        assert.equal(resumed[index]!.finishReason, 'max_output_tokens');
+        assert.equal(before + resumed[index]!.tokens.length, TOKENS, 'the resume continues after the committed tokens');
       }
     }));
 });
