@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultThreads } from '../src/config.js';
+import { affinityForThisMachine } from '../src/engine/cpu-affinity.js';
 import { writeGgufFile } from '../src/engine/gguf-writer.js';
 import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.js';
 import { api } from '../test/helpers/service.js';
@@ -74,15 +75,11 @@ async function throughService(design: Design, streams: number, modelsDir: string
     if (registered.status !== 201) throw new Error(`cannot register the benchmark model: ${registered.status}`);
     // Every slot loads the model first (N runners, or one with N sequences).
     await Promise.all(Array.from({ length: streams }, (_, index) => stream(service, SEED + index, 2)));
-    const rates: number[] = [];
-    for (let run = 0; run < runs(); run++) {
-      const started = performance.now();
-      const results = await Promise.all(Array.from({ length: streams }, (_, index) => stream(service, SEED + index, TOKENS)));
-      const total = results.reduce((sum, result) => sum + result.tokens, 0);
-      rates.push(total / ((Math.max(...results.map((result) => result.last)) - started) / 1000));
-    }
-    const pss = pssMiB(service.pid);
-    return { rate: median(rates), pss };
+    const started = performance.now();
+    const results = await Promise.all(Array.from({ length: streams }, (_, index) => stream(service, SEED + index, TOKENS)));
+    const total = results.reduce((sum, result) => sum + result.tokens, 0);
+    const rate = total / ((Math.max(...results.map((result) => result.last)) - started) / 1000);
+    return { rate, pss: pssMiB(service.pid) };
   } finally {
     await service.kill();
   }
@@ -91,7 +88,11 @@ async function throughService(design: Design, streams: number, modelsDir: string
 function direct(modelPath: string): Promise<Map<number, { rate: number; sameAsAlone: boolean }>> {
   const script = fileURLToPath(new URL('./direct-multiseq.js', import.meta.url));
   const args = [script, modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), STREAMS.join(','), GPU ? 'gpu' : 'cpu'];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  // Pinned as the service pins its one runner at `--parallel 1` (and with sequences at any N).
+  const affinity = affinityForThisMachine('auto', 1, defaultThreads());
+  const child = affinity.pinned
+    ? spawn(affinity.taskset, ['-c', affinity.runnerCpus[0]!, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   return new Promise((resolve, reject) => child.on('exit', (code) => {
@@ -106,21 +107,31 @@ export async function benchMultiseq(): Promise<Figure[]> {
   try {
     const modelPath = join(modelsDir, 'bench.gguf');
     writeGgufFile(modelPath, buildSyntheticModel(BENCH_MODEL));
-    const measured = new Map<string, { rate: number; pss?: number }>();
+    // Each run measures every design at every N once, in an order that changes from run to run,
+    // so that a slow moment of the shared machine does not always hit the same design.
+    const samples = new Map<string, Array<{ rate: number; pss: number }>>();
     const directRuns: Array<Map<number, { rate: number; sameAsAlone: boolean }>> = [];
-    for (let run = 0; run < runs(); run++) directRuns.push(await direct(modelPath));
-    for (const streams of STREAMS) {
-      const rate = median(directRuns.map((byStreams) => byStreams.get(streams)!.rate));
-      measured.set(`direct:${streams}`, { rate });
-      log(`slots: direct, ${streams} sequence(s): ${rate.toFixed(0)} tok/s (first stream same as alone: ${directRuns[0]!.get(streams)!.sameAsAlone})`);
-    }
-    for (const design of DESIGNS) {
-      for (const streams of STREAMS) {
-        const result = await throughService(design, streams, modelsDir);
-        measured.set(`${design}:${streams}`, result);
-        log(`slots: ${design}, --parallel ${streams}: ${result.rate.toFixed(0)} tok/s, PSS ${result.pss.toFixed(0)} MiB`);
+    const add = (key: string, sample: { rate: number; pss: number }) => samples.set(key, [...(samples.get(key) ?? []), sample]);
+    for (let run = 0; run < runs(); run++) {
+      const order: string[] = run % 2 === 0 ? ['direct', ...DESIGNS] : [...[...DESIGNS].reverse(), 'direct'];
+      for (const design of order) {
+        if (design === 'direct') {
+          const byStreams = await direct(modelPath);
+          directRuns.push(byStreams);
+          for (const streams of STREAMS) {
+            add(`direct:${streams}`, { rate: byStreams.get(streams)!.rate, pss: 0 });
+            log(`slots run ${run + 1}: direct, ${streams} sequence(s): ${byStreams.get(streams)!.rate.toFixed(0)} tok/s (first stream same as alone: ${byStreams.get(streams)!.sameAsAlone})`);
+          }
+          continue;
+        }
+        for (const streams of STREAMS) {
+          const result = await throughService(design as Design, streams, modelsDir);
+          add(`${design}:${streams}`, result);
+          log(`slots run ${run + 1}: ${design}, --parallel ${streams}: ${result.rate.toFixed(0)} tok/s, PSS ${result.pss.toFixed(0)} MiB`);
+        }
       }
     }
+    const measured = new Map([...samples].map(([key, list]) => [key, { rate: median(list.map((s) => s.rate)), pss: median(list.map((s) => s.pss)), rates: list.map((s) => s.rate) }]));
     const model = `a generated ${BENCH_MODEL.embedding} wide, ${BENCH_MODEL.layers} layers, ${BENCH_MODEL.tensorType} model`;
     const figures: Figure[] = STREAMS.map((streams) => {
       const byDesign = DESIGNS.map((design) => ({ design, rate: measured.get(`${design}:${streams}`)!.rate }));
@@ -134,19 +145,20 @@ export async function benchMultiseq(): Promise<Figure[]> {
         ratio: chosen.rate / best,
         target: '>= 0.9 of the best',
         met: chosen.rate / best >= 0.9,
-        how: `${streams} streams of ${TOKENS} tokens of ${model}, seeds ${SEED}+i, all started at once: the faster service design against the best of the service designs and node-llama-cpp directly with ${streams} sequences in one context, ${defaultThreads()} thread(s) per runner, ${GPU ? 'GPU' : 'CPU'}`,
-        samples: { value: [chosen.rate], baseline: [best] },
+        how: `${streams} streams of ${TOKENS} tokens of ${model}, seeds ${SEED}+i, all started at once: the faster service design against the best of the service designs and node-llama-cpp directly with ${streams} sequences in one context (pinned as the service pins one runner), ${defaultThreads()} thread(s) per runner, ${GPU ? 'GPU' : 'CPU'}`,
+        samples: { value: measured.get(`${chosen.design}:${streams}`)!.rates, baseline: [best] },
         extra: {
           faster: chosen.design,
           ...Object.fromEntries(byDesign.map((entry) => [entry.design, Number(entry.rate.toFixed(1))])),
           direct: Number(measured.get(`direct:${streams}`)!.rate.toFixed(1)),
-          direct_first_stream_same_as_alone: String(directRuns[0]!.get(streams)!.sameAsAlone),
+          ...Object.fromEntries([...DESIGNS, 'direct'].map((design) => [`${design}_runs`, measured.get(`${design}:${streams}`)!.rates.map((rate) => rate.toFixed(0)).join(' ')])),
+          direct_first_stream_same_as_alone: directRuns.map((byStreams) => String(byStreams.get(streams)!.sameAsAlone)).join(' '),
         },
       };
     });
     for (const design of DESIGNS) {
-      const one = measured.get(`${design}:1`)!.pss!;
-      const four = measured.get(`${design}:4`)!.pss!;
+      const one = measured.get(`${design}:1`)!.pss;
+      const four = measured.get(`${design}:4`)!.pss;
       figures.push({
         name: `PSS at 4 slots, ${design} (MiB)`,
         value: four,
@@ -155,7 +167,7 @@ export async function benchMultiseq(): Promise<Figure[]> {
         ratio: four / one,
         target: 'reported',
         met: true,
-        how: `sum of Pss (smaps_rollup) of the service and its runners after the 4-stream run, against the same at 1 slot, ${model}`,
+        how: `sum of Pss (smaps_rollup) of the service and its runners after the 4-stream run, against the same at 1 slot, ${model} (medians)`,
         samples: { value: [four], baseline: [one] },
       });
     }

@@ -37,39 +37,49 @@ export function contextPerGeneration(threads: number): SequenceSource {
 }
 
 /**
- * One context of `sequences` sequences for the loaded model, created at its first generation.
- * A generation waits for a free sequence when all are taken (a cancelled generation may still
- * be stopping in one after its slot was given back).
+ * One context of `sequences` sequences for the loaded model, created at its first generation,
+ * each sequence sized for the largest generation seen so far (as a context of its own would be,
+ * so that idle slots do not hold a cache they never use). A generation that needs more while
+ * other sequences are in use gets a context of its own; when none is in use the shared context
+ * is created again, larger. A generation waits for a free sequence when all are taken (a
+ * cancelled generation may still be stopping in one after its slot was given back).
  */
 export function sharedContext(sequences: number, threads: number): SequenceSource {
-  let shared: { model: LlamaModel; context: Promise<LlamaContext> } | null = null;
+  let shared: { model: LlamaModel; size: number; context: Promise<LlamaContext> } | null = null;
   let free = sequences;
   const waiters: Array<() => void> = [];
+  const wake = () => waiters.shift()?.();
 
-  const contextFor = (model: LlamaModel): Promise<LlamaContext> => {
-    if (shared?.model !== model) {
-      const contextSize = Math.min(model.trainContextSize, SEQUENCE_CONTEXT);
-      shared = { model, context: model.createContext({ contextSize, batchSize: PROMPT_CHUNK, sequences, threads }) };
-      shared.context.catch(() => {
-        shared = null;
-      });
-      free = sequences;
-    }
-    return shared.context;
+  const drop = (): Promise<void> => {
+    const current = shared;
+    shared = null;
+    return current ? current.context.then((context) => context.dispose(), () => undefined) : Promise.resolve();
   };
 
   return {
     async acquire(model, tokens) {
-      if (tokens + 1 > Math.min(model.trainContextSize, SEQUENCE_CONTEXT)) return ownContext(model, tokens, threads);
-      const context = await contextFor(model);
+      const size = Math.min(model.trainContextSize, Math.ceil((tokens + 1) / 256) * 256);
+      if (size > Math.min(model.trainContextSize, SEQUENCE_CONTEXT)) return ownContext(model, tokens, threads);
       while (free === 0) await new Promise<void>((resolve) => waiters.push(resolve));
+      // From here to the reservation nothing awaits: the checks hold when the sequence is taken.
+      if (shared && (shared.model !== model || shared.size < size)) {
+        if (shared.model === model && free < sequences) return ownContext(model, tokens, threads);
+        void drop();
+      }
+      if (!shared) {
+        const created = { model, size, context: model.createContext({ contextSize: size, batchSize: PROMPT_CHUNK, sequences, threads }) };
+        created.context.catch(() => {
+          if (shared === created) shared = null;
+        });
+        shared = created;
+      }
       free -= 1;
       let sequence: LlamaContextSequence;
       try {
-        sequence = context.getSequence();
+        sequence = (await shared.context).getSequence();
       } catch (error) {
         free += 1;
-        waiters.shift()?.();
+        wake();
         throw error;
       }
       let released = false;
@@ -81,14 +91,10 @@ export function sharedContext(sequences: number, threads: number): SequenceSourc
           // Disposing gives the sequence id back to the context with its cache cleared.
           await sequence.dispose();
           free += 1;
-          waiters.shift()?.();
+          wake();
         },
       };
     },
-    async dispose() {
-      const current = shared;
-      shared = null;
-      if (current) await (await current.context.catch(() => null))?.dispose();
-    },
+    dispose: drop,
   };
 }

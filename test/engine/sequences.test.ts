@@ -50,6 +50,20 @@ describe('slots as sequences of one context', { skip: process.platform !== 'linu
       assert.deepEqual(childPids(process.pid), [...runners]);
     }));
 
+  test('generations larger than the shared sequences so far run beside them, or grow them when idle', { timeout: 180_000 }, () =>
+    withEngine({ slots: 2, parallelMode: 'sequences' }, async ({ engine, tiny }) => {
+      // The first generation sizes the shared context for a few hundred tokens.
+      assert.equal((await runGeneration(engine, tiny, request(41, 20))).tokens.length, 20);
+      // A larger one while another sequence is in use: a context of its own, same runner.
+      const [small, large] = await Promise.all([runGeneration(engine, tiny, request(42, 200)), runGeneration(engine, tiny, request(43, 1200))]);
+      assert.equal(small.tokens.length, 200);
+      assert.equal(large.tokens.length, 1200);
+      // Alone, a larger one grows the shared context; one beyond its limit still runs.
+      assert.equal((await runGeneration(engine, tiny, request(44, 1500))).tokens.length, 1500);
+      assert.equal((await runGeneration(engine, tiny, request(45, 3000))).tokens.length, 3000);
+      assert.equal(childPids(process.pid).length, 1);
+    }));
+
   test('a crash of the runner interrupts every sequence; each resumes from its committed tokens', { timeout: 180_000 }, () =>
     withEngine({ slots: 2, parallelMode: 'sequences', tokenDelayMs: 5 }, async ({ engine, tiny }) => {
       const committed: OutputUnit[][] = [[], []];
