@@ -111,7 +111,8 @@ export class RunnerPool implements Engine {
     const affinity = this.options.affinity;
     const cpus = affinity?.runnerCpus[this.runners.length];
     const capacity = this.options.sequencesPerRunner ?? 1;
-    const settings = capacity > 1 ? { ...this.options.settings, sequences: capacity } : this.options.settings;
+    // With sequences, even one slot is a sequence of a shared context (the same code at any N).
+    const settings = this.options.sequencesPerRunner ? { ...this.options.settings, sequences: capacity } : this.options.settings;
     const runner = new RunnerProcess(settings, this.options.log, affinity && cpus ? { taskset: affinity.taskset, cpus } : null, capacity);
     this.runners.push(runner);
     return runner;
