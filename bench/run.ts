@@ -14,6 +14,7 @@ import { benchGgufValidation } from './gguf-validation.js';
 import { benchObservability } from './observability.js';
 import { benchGrammar } from './grammar.js';
 import { benchGrammarService } from './grammar-service.js';
+import { benchMultiseq } from './multiseq.js';
 import { benchRecovery } from './recovery.js';
 import { benchResume } from './resume.js';
 import { benchStreaming } from './streaming.js';
@@ -36,6 +37,7 @@ const BENCHMARKS: Record<string, () => Promise<Figure | Figure[]>> = {
   'grammar-service': benchGrammarService,
   chat: benchChat,
   storage: benchStorage,
+  slots: benchMultiseq,
 };
 
 function format(value: number, unit: string): string {

@@ -108,11 +108,15 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
 
   ensureOperatorToken(store, config.dataDir);
-  const affinity = affinityForThisMachine(config.cpuAffinity, config.parallel, config.threads);
+  // With sequences, one runner serves all the slots of a model: as many runners as models loaded at once.
+  const sequences = config.parallelMode === 'sequences';
+  const runnerCount = sequences ? Math.min(config.parallel, config.maxLoadedModels) : config.parallel;
+  const affinity = affinityForThisMachine(config.cpuAffinity, runnerCount, config.threads);
   if (affinity.pinned) log.info({ runners: affinity.runnerCpus, service: affinity.serviceCpus.join(',') }, 'runners pinned to CPUs of their own');
   else log.info({ reason: affinity.reason }, 'runners not pinned to CPUs');
   engine = new RunnerPool({
     slots: config.parallel,
+    ...(sequences ? { sequencesPerRunner: config.parallel } : {}),
     affinity: affinity.pinned ? affinity : null,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAliveMs,

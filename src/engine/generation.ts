@@ -23,10 +23,9 @@ import { OutputSplitter } from './output-splitter.js';
 import { renderPrompt } from './prompt.js';
 import type { GenerateMessage, OutputUnitMessage, RunnerMessage, RunnerSettings } from './protocol.js';
 import { positionSeed } from './sampling.js';
+import { PROMPT_CHUNK, type SequenceSource } from './sequences.js';
 import type { FinishReason, Sampling } from './types.js';
 
-/** Prompt chunk size, and the context's batch size: a cancel is checked between chunks. */
-const PROMPT_CHUNK = 512;
 /** Sequence states are saved no more often than this, and at most ~2% of generation time. */
 const MIN_STATE_INTERVAL_MS = 250;
 const STATE_COST_FACTOR = 50;
@@ -161,6 +160,8 @@ export interface GenerationRuntime {
   settings: RunnerSettings;
   send(message: RunnerMessage): void;
   grammar(gbnf: string): ReturnType<typeof grammarFor>;
+  /** A context per generation, or a sequence of the model's shared context. */
+  sequences: SequenceSource;
 }
 
 function constraintOf(message: GenerateMessage, syntax: ReturnType<typeof renderPrompt>['toolCallSyntax']): ConstraintGrammar {
@@ -192,8 +193,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
   const grammarState = constraint.grammar === null ? null : newGrammarState(model, await runtime.grammar(constraint.grammar));
   const sampler = grammarState ? grammarSampler(sampling, grammarState) : plainSampler(sampling);
   send({ type: 'prompt', requestId, inputTokens: prompt.tokens.length });
-  const contextSize = Math.min(contextLength, Math.ceil((prompt.tokens.length + sampling.maxOutputTokens + 1) / 256) * 256);
-  const context = await model.createContext({ contextSize, batchSize: PROMPT_CHUNK, sequences: 1, threads: settings.threads });
+  const slot = await runtime.sequences.acquire(model, prompt.tokens.length + sampling.maxOutputTokens);
   const splitter = new OutputSplitter(constraint.layout, prompt.toolCallSyntax, tools.map((tool) => tool.name), message.stop ?? []);
   const shaper = new OutputShaper(splitter);
   const detokenizer = new Detokenizer(model);
@@ -205,7 +205,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
     send({ type: 'done', requestId, finishReason, ...(tools.length > 0 ? { toolCalls: splitter.toolCalls() } : {}) });
   };
   try {
-    const sequence = context.getSequence();
+    const sequence = slot.sequence;
     const resume = message.resumeTokens as Token[];
     if (resume.length > 0) {
       shaper.replay(replayGroups(detokenizer, resume));
@@ -263,6 +263,6 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
   } finally {
     rmSync(statePath(settings, taskId), { force: true });
     rmSync(`${statePath(settings, taskId)}.tmp`, { force: true });
-    await context.dispose();
+    await slot.release();
   }
 }

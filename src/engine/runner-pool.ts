@@ -1,5 +1,6 @@
 /**
- * Supervises runner processes (one per generation slot, like Ollama's runners): spawns them on
+ * Supervises runner processes (one per generation slot, like Ollama's runners; or, with
+ * `sequencesPerRunner`, one per model serving its slots as sequences of one context): spawns them on
  * demand, keeps a model loaded for `keep_alive` after its last use, holds at most
  * `max_loaded_models` models, unloading the least recently used idle one first and never one a
  * running task uses. A runner that dies fails its task with `engine_error`; the next task gets
@@ -21,6 +22,8 @@ const CANCEL_GRACE_MS = 600;
 
 export interface RunnerPoolOptions {
   slots: number;
+  /** `--parallel-mode sequences`: a runner serves this many generations of its model at once. */
+  sequencesPerRunner?: number;
   maxLoadedModels: number;
   keepAliveMs: number;
   settings: RunnerSettings;
@@ -77,7 +80,10 @@ export class RunnerPool implements Engine {
   /** The runner a generation gets (or an embedding whose model no runner holds), or null. */
   private pickRunner(model: ModelRef): RunnerProcess | null {
     if (this.closed) return null;
-    if (this.runners.filter((runner) => runner.busy).length >= this.options.slots) return null;
+    if (this.runners.reduce((sum, runner) => sum + runner.active, 0) >= this.options.slots) return null;
+    // A runner already generating with this model takes one more while it has sequences free.
+    const joinable = this.runners.find((runner) => runner.busy && !runner.full && sameModel(runner.assigned, model));
+    if (joinable) return joinable;
     const idle = this.runners.filter((runner) => !runner.busy);
     const ready = idle.find((runner) => sameModel(runner.model, model));
     if (ready) return ready;
@@ -104,7 +110,10 @@ export class RunnerPool implements Engine {
   private newRunner(): RunnerProcess {
     const affinity = this.options.affinity;
     const cpus = affinity?.runnerCpus[this.runners.length];
-    const runner = new RunnerProcess(this.options.settings, this.options.log, affinity && cpus ? { taskset: affinity.taskset, cpus } : null);
+    const capacity = this.options.sequencesPerRunner ?? 1;
+    // With sequences, even one slot is a sequence of a shared context (the same code at any N).
+    const settings = this.options.sequencesPerRunner ? { ...this.options.settings, sequences: capacity } : this.options.settings;
+    const runner = new RunnerProcess(settings, this.options.log, affinity && cpus ? { taskset: affinity.taskset, cpus } : null, capacity);
     this.runners.push(runner);
     return runner;
   }
@@ -120,7 +129,8 @@ export class RunnerPool implements Engine {
   private lease(runner: RunnerProcess, model: ModelRef): EngineLease {
     if (runner.keepAliveTimer) clearTimeout(runner.keepAliveTimer);
     runner.keepAliveTimer = null;
-    runner.busy = true;
+    runner.active += 1;
+    runner.assigned = model;
     let released = false;
     return {
       needsLoad: !sameModel(runner.model, model) || !runner.alive,
@@ -129,9 +139,9 @@ export class RunnerPool implements Engine {
       release: () => {
         if (released) return;
         released = true;
-        runner.busy = false;
+        runner.active -= 1;
         runner.lastUsedAt = Date.now();
-        this.scheduleKeepAlive(runner);
+        if (!runner.busy) this.scheduleKeepAlive(runner);
         this.capacityChanged();
       },
     };
@@ -166,7 +176,8 @@ export class RunnerPool implements Engine {
       runner.model = null;
       await new Promise<void>((resolve, reject) => {
         const onAbort = () => {
-          runner.kill();
+          // Other generations waiting for the same load keep the runner.
+          if (runner.active <= 1) runner.kill();
           reject(new GenerationCancelled('cancelled while loading'));
         };
         signal.addEventListener('abort', onAbort, { once: true });
@@ -213,6 +224,8 @@ export class RunnerPool implements Engine {
           if (settled) return;
           runner.send({ type: 'cancel', requestId });
           killTimer = setTimeout(() => {
+            // The other sequences of a shared runner go on; its own stops at its next check.
+            if (runner.active > 1) return settle(() => reject(new GenerationCancelled('cancelled')));
             runner.kill();
             settle(() => reject(new GenerationCancelled('cancelled (runner stopped)')));
           }, CANCEL_GRACE_MS);

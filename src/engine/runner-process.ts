@@ -26,14 +26,26 @@ export class RunnerProcess {
   private child: RunnerChild | null = null;
   private nextRequestId = 1;
   model: ModelRef | null = null;
-  busy = false;
+  /** Generations leased on this runner; at most `capacity` (its sequences, or one). */
+  active = 0;
+  /** The model its leases are for, loaded or being loaded. */
+  assigned: ModelRef | null = null;
   /** Embedding requests running on this runner (beside a generation, or alone). */
   embeds = 0;
   lastUsedAt = 0;
   keepAliveTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly settings: RunnerSettings, private readonly log: RunnerLog | undefined,
-    private readonly pin: { taskset: string; cpus: string } | null = null) {}
+    private readonly pin: { taskset: string; cpus: string } | null = null, readonly capacity = 1) {}
+
+  /** A generation runs (or loads) on it. */
+  get busy(): boolean {
+    return this.active > 0;
+  }
+
+  get full(): boolean {
+    return this.active >= this.capacity;
+  }
 
   get alive(): boolean {
     return this.child !== null;

@@ -1,7 +1,8 @@
 /**
  * The runner process: llama.cpp (through node-llama-cpp) behind IPC messages. One runner holds at
- * most one model and generates one task at a time, and answers embedding requests on that model
- * beside it; the service supervises it (runner-pool.ts). Generation itself is generation.ts.
+ * most one model and generates one task at a time (or, with `settings.sequences`, up to that many
+ * at once as sequences of one context), and answers embedding requests on that model beside
+ * it; the service supervises it (runner-pool.ts). Generation itself is generation.ts.
  */
 import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from 'node-llama-cpp';
 import { embed, EmbeddingContexts } from './embeddings.js';
@@ -9,6 +10,7 @@ import { Cancelled, generate, type Generation } from './generation.js';
 import { grammarFor } from './grammar-state.js';
 import type { ParentMessage, RunnerMessage, RunnerModel, RunnerSettings } from './protocol.js';
 import { renderPrompt } from './prompt.js';
+import { contextPerGeneration, sharedContext } from './sequences.js';
 
 const settings: RunnerSettings = JSON.parse(process.env.LMSP_RUNNER_SETTINGS ?? '{}') as RunnerSettings;
 
@@ -41,10 +43,21 @@ function modelKey(model: RunnerModel): string {
   return `${model.digest}:${model.path}`;
 }
 
-async function load(model: RunnerModel): Promise<LlamaModel> {
+const sequences = (settings.sequences ?? 0) > 0 ? sharedContext(settings.sequences!, settings.threads) : contextPerGeneration(settings.threads);
+
+/** Loads one after the other: generations sharing this runner may ask for their model at once. */
+let loading: Promise<unknown> = Promise.resolve();
+function load(model: RunnerModel): Promise<LlamaModel> {
+  const next = loading.then(() => loadNow(model));
+  loading = next.catch(() => undefined);
+  return next;
+}
+
+async function loadNow(model: RunnerModel): Promise<LlamaModel> {
   const key = modelKey(model);
   if (loaded?.key === key) return loaded.model;
   await embeddingContexts.dispose();
+  await sequences.dispose();
   if (loaded) {
     await loaded.model.dispose();
     loaded = null;
@@ -71,11 +84,12 @@ async function tokenizerFor(model: RunnerModel): Promise<LlamaModel> {
   return vocabulary;
 }
 
-let current: Generation | null = null;
+/** Generations in progress, by request id (one, or one per sequence). */
+const generations = new Map<number, Generation>();
 /** Embedding requests in progress, by request id: a cancel stops one between inputs. */
 const embeddings = new Map<number, { cancelled: boolean }>();
 
-const runtime = { settings, send, grammar: async (gbnf: string) => grammarFor(await llama(), gbnf) };
+const runtime = { settings, send, grammar: async (gbnf: string) => grammarFor(await llama(), gbnf), sequences };
 
 async function handle(message: ParentMessage): Promise<void> {
   switch (message.type) {
@@ -89,6 +103,7 @@ async function handle(message: ParentMessage): Promise<void> {
       return;
     case 'unload':
       await embeddingContexts.dispose();
+      await sequences.dispose();
       if (loaded) await loaded.model.dispose();
       loaded = null;
       send({ type: 'unloaded', requestId: message.requestId });
@@ -106,14 +121,14 @@ async function handle(message: ParentMessage): Promise<void> {
       return;
     case 'generate': {
       const generation: Generation = { requestId: message.requestId, cancelled: false };
-      current = generation;
+      generations.set(message.requestId, generation);
       try {
         await generate(runtime, await load(message.model), message, generation);
       } catch (error) {
         if (error instanceof Cancelled) send({ type: 'cancelled', requestId: message.requestId });
         else send({ type: 'error', requestId: message.requestId, code: 'engine_error', message: (error as Error).message });
       } finally {
-        if (current === generation) current = null;
+        generations.delete(message.requestId);
       }
       return;
     }
@@ -135,7 +150,8 @@ async function handle(message: ParentMessage): Promise<void> {
       return;
     }
     case 'cancel': {
-      if (current && current.requestId === message.requestId) current.cancelled = true;
+      const generation = generations.get(message.requestId);
+      if (generation) generation.cancelled = true;
       const embedding = embeddings.get(message.requestId);
       if (embedding) embedding.cancelled = true;
       return;

@@ -26,6 +26,8 @@ export interface EngineOptions {
   maxLoadedModels?: number;
   keepAliveMs?: number;
   tokenDelayMs?: number;
+  /** How slots run; by default LMSP_PARALLEL_MODE, as the service reads it, else processes. */
+  parallelMode?: 'processes' | 'sequences';
 }
 
 function modelRef(path: string, id: string): ModelRef {
@@ -33,8 +35,10 @@ function modelRef(path: string, id: string): ModelRef {
 }
 
 export function newEngine(dir: string, options: EngineOptions = {}): RunnerPool {
+  const mode = options.parallelMode ?? (process.env.LMSP_PARALLEL_MODE === 'sequences' ? 'sequences' : 'processes');
   return new RunnerPool({
     slots: options.slots ?? 1,
+    ...(mode === 'sequences' ? { sequencesPerRunner: options.slots ?? 1 } : {}),
     maxLoadedModels: options.maxLoadedModels ?? 1,
     keepAliveMs: options.keepAliveMs ?? 60_000,
     settings: { gpu: 'cpu', threads: 1, stateDir: join(dir, 'state'), tokenDelayMs: options.tokenDelayMs ?? 0 },
