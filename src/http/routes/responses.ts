@@ -14,7 +14,7 @@ import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import {
-  createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, visibleTaskOfResponse,
+  createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
 } from '../../tasks/responses.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
@@ -74,7 +74,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     });
     if (response.background) return;
     await settleResponseRequest(core, task, key, {
-      clientGone: () => clientGone, storeResponse: response.store, answerOf: () => ({ status: 200, streamTaskId: task.id }),
+      clientGone: () => clientGone, storeResponse: response.store, answerOf: (finished) => streamedCreateAnswer(core, finished, response.store),
     }).catch(() => undefined);
   }
 
