@@ -54,6 +54,20 @@ export interface OriginPolicy {
   allowedOrigins: readonly string[];
 }
 
+/**
+ * The headers a preflight of an allowed origin may send: ours, and whatever else the page asks
+ * for. The origin is trusted by the operator, and the `openai` package sends headers of its own
+ * (`X-Stainless-*`) that a fixed list would refuse (LMSP: OpenAI clients work unchanged).
+ */
+function preflightHeaders(requested: string | string[] | undefined): string {
+  const names = new Set(CORS_ALLOW_HEADERS.split(', '));
+  for (const name of String(requested ?? '').split(',')) {
+    const trimmed = name.trim().toLowerCase();
+    if (/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(trimmed)) names.add(trimmed);
+  }
+  return [...names].join(', ');
+}
+
 function setCors(reply: FastifyReply, origin: string): void {
   reply.header('access-control-allow-origin', origin);
   reply.header('vary', 'Origin');
@@ -78,7 +92,8 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): void
     if (request.method === 'OPTIONS') {
       // A preflight of an allowed origin: answered here, before auth (browsers send no token).
       reply.header('access-control-allow-methods', CORS_METHODS);
-      reply.header('access-control-allow-headers', CORS_ALLOW_HEADERS);
+      reply.header('access-control-allow-headers', preflightHeaders(request.headers['access-control-request-headers']));
+      reply.header('vary', 'Origin, Access-Control-Request-Headers');
       reply.header('access-control-max-age', '600');
       return reply.code(204).send();
     }
