@@ -110,6 +110,11 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     forceCloseConnections: true,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false } },
+    // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
+    frameworkErrors: (error, _request, reply) => {
+      if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new ServiceError('not_found', 'No record has an id this long.'));
+      return sendError(reply, invalidRequest(null, 'The URL is not valid: it has a malformed percent-encoding.'));
+    },
   });
 
   // Bodies are validated strictly (a string is never taken for a number: LMSP section 2 wants
