@@ -97,6 +97,7 @@ export function routeTable(app: FastifyInstance): RouteEntry[] {
 
 export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   const { config } = context;
+  let guard: ((request: FastifyRequest) => unknown) | null = null;
   const app = Fastify({
     ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
@@ -111,7 +112,12 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false } },
     // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
+      try {
+        guard?.(request); // LMSP 2: the Host and Origin checks come before anything else
+      } catch (refused) {
+        return sendError(reply, toServiceError(refused));
+      }
       if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new ServiceError('not_found', 'No record has an id this long.'));
       return sendError(reply, invalidRequest(null, 'The URL is not valid: it has a malformed percent-encoding.'));
     },
@@ -183,7 +189,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     },
   });
 
-  registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
+  guard = registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);
   registerMetrics(app, metricsOf(context));
   await registerDashboard(app);

@@ -74,20 +74,30 @@ function setCors(reply: FastifyReply, origin: string): void {
   reply.header('access-control-expose-headers', CORS_EXPOSE_HEADERS);
 }
 
-export function registerGuards(app: FastifyInstance, policy: OriginPolicy): void {
+/**
+ * Registers the checks, and returns them as a function (it throws the 421 or 403; it returns the
+ * allowed other origin, if any) for what Fastify answers before any hook runs (a malformed URL).
+ */
+export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (request: FastifyRequest) => string | null {
   const hosts = allowedHostNames(policy.listenHost, policy.allowedHosts);
   const crossOrigins = new Set(policy.allowedOrigins);
 
-  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+  const check = (request: FastifyRequest): string | null => {
     const host = request.headers.host;
     const name = host ? hostName(host) : null;
     if (!name || !hosts.has(name)) {
       throw new ServiceError('misdirected_request', `The Host '${String(host ?? '')}' is not served here.`);
     }
     const origin = request.headers.origin;
-    if (origin === undefined) return;
-    if (origin === `http://${host!.trim().toLowerCase()}`) return;
+    if (origin === undefined) return null;
+    if (origin === `http://${host!.trim().toLowerCase()}`) return null;
     if (!crossOrigins.has(origin)) throw new ServiceError('origin_not_allowed', `Requests from the origin '${origin}' are not allowed.`);
+    return origin;
+  };
+
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    const origin = check(request);
+    if (origin === null) return;
     setCors(reply, origin);
     if (request.method === 'OPTIONS') {
       // A preflight of an allowed origin: answered here, before auth (browsers send no token).
@@ -98,4 +108,5 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): void
       return reply.code(204).send();
     }
   });
+  return check;
 }

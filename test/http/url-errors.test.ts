@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { rawGet } from '../helpers/raw-http.js';
 import { api, withService } from '../helpers/service.js';
 
 interface ErrorAnswer {
@@ -30,6 +31,19 @@ describe('URLs the router refuses (LMSP section 2)', () => {
         const answer = await api(service, path);
         assert.equal(answer.status, 404, path);
         assertLmspError(await answer.json(), 'not_found');
+      }
+    }));
+
+  test('the Host and Origin checks still come first: a rebound name gets 421, a foreign page 403', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const { port } = new URL(service.url);
+      for (const path of ['/v1/tasks/%ff', `/v1/tasks/task_${'a'.repeat(600)}`]) {
+        const rebound = await rawGet(service.url, path, { Host: `evil.example:${port}` });
+        assert.equal(rebound.status, 421, path);
+        assertLmspError(JSON.parse(rebound.body), 'misdirected_request');
+        const foreign = await rawGet(service.url, path, { Host: `127.0.0.1:${port}`, Origin: 'http://evil.example' });
+        assert.equal(foreign.status, 403, path);
+        assertLmspError(JSON.parse(foreign.body), 'origin_not_allowed');
       }
     }));
 });
