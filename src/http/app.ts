@@ -14,7 +14,7 @@ import {
   clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
   REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
-import { registerGuards } from './guards.js';
+import { registerGuards, setCors } from './guards.js';
 import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
@@ -97,7 +97,7 @@ export function routeTable(app: FastifyInstance): RouteEntry[] {
 
 export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   const { config } = context;
-  let guard: ((request: FastifyRequest) => unknown) | null = null;
+  let guard: ((request: FastifyRequest) => string | null) | null = null;
   const app = Fastify({
     ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
@@ -114,7 +114,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
     frameworkErrors: (error, request, reply) => {
       try {
-        guard?.(request); // LMSP 2: the Host and Origin checks come before anything else
+        // LMSP 2: the Host and Origin checks come before anything else; an allowed page gets CORS.
+        const origin = guard?.(request) ?? null;
+        if (origin !== null) setCors(reply, origin);
       } catch (refused) {
         return sendError(reply, toServiceError(refused));
       }

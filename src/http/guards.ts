@@ -68,7 +68,8 @@ function preflightHeaders(requested: string | string[] | undefined): string {
   return [...names].join(', ');
 }
 
-function setCors(reply: FastifyReply, origin: string): void {
+/** CORS headers for an allowed other origin (LMSP 2): only ever called with one. */
+export function setCors(reply: FastifyReply, origin: string): void {
   reply.header('access-control-allow-origin', origin);
   reply.header('vary', 'Origin');
   reply.header('access-control-expose-headers', CORS_EXPOSE_HEADERS);

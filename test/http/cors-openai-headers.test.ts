@@ -42,4 +42,11 @@ describe('CORS preflight of an allowed origin (LMSP section 2)', () => {
       assert.equal(other.status, 403, 'another origin gets no CORS at all');
       assert.equal(other.headers.get('access-control-allow-headers'), null);
     }));
+
+  test('an error the router answers before any route (a malformed URL) carries the CORS headers too', { timeout: 60_000 }, () =>
+    withService({ args: ['--allowed-origins', ORIGIN] }, async (service) => {
+      const answer = await fetch(`${service.url}/v1/tasks/%ff`, { headers: { origin: ORIGIN, authorization: `Bearer ${service.token}` } });
+      assert.equal(answer.status, 400);
+      assert.equal(answer.headers.get('access-control-allow-origin'), ORIGIN, 'the page can read why');
+    }));
 });
