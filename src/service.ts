@@ -29,7 +29,7 @@ import { Maintenance } from './tasks/maintenance.js';
 import { retentionCutoff } from './tasks/sweeper.js';
 import { logTaskChanges } from './tasks/task-log.js';
 import { TaskTimeline } from './tasks/task-timeline.js';
-import { nowSeconds } from './time.js';
+import { formatDuration, nowSeconds } from './time.js';
 
 export const SERVICE_FILE = 'service.json';
 export const STATE_DIR = 'state';
@@ -41,6 +41,8 @@ export interface ServiceInfo {
   id: string;
   version: string;
   started_at: number;
+  /** The retention in force (`7d`, `forever`): `lmsp gc` sweeps by it while this service runs (LMSP 10). */
+  retention?: string;
 }
 
 export interface RunningService {
@@ -165,7 +167,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const displayHost = config.host.includes(':') ? `[${config.host}]` : config.host;
-  const info: ServiceInfo = { url: `http://${displayHost}:${port}`, pid: process.pid, id: serviceId, version: SOFTWARE_VERSION, started_at: Math.floor(Date.now() / 1000) };
+  const info: ServiceInfo = { url: `http://${displayHost}:${port}`, pid: process.pid, id: serviceId, version: SOFTWARE_VERSION, started_at: Math.floor(Date.now() / 1000),
+    retention: formatDuration(config.retentionMs) };
   const serviceFile = join(config.dataDir, SERVICE_FILE);
   writeFileSync(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`, { mode: 0o600 });
   renameSync(`${serviceFile}.tmp`, serviceFile);

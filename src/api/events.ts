@@ -14,6 +14,11 @@ export function eventJson(event: LoggedEvent): string {
   return event.data === '{}' ? `${head}}` : `${head},${event.data.slice(1)}`;
 }
 
+/** An event as one server-sent event frame (LMSP 7.3): `id`, `event`, `data`. */
+export function sseFrame(event: LoggedEvent): string {
+  return `id: ${event.sequenceNumber}\nevent: ${event.type}\ndata: ${eventJson(event)}\n\n`;
+}
+
 export function toTaskEvent(event: LoggedEvent): TaskEvent {
   return { type: event.type, sequence_number: event.sequenceNumber, created_at: event.createdAt, ...(JSON.parse(event.data) as object) };
 }

@@ -22,6 +22,15 @@ function withResponse(type: string, header: ResponseHeader, text: string): Event
   return { type, payload: (task) => ({ response: toResponseObject(header, task, text) }) };
 }
 
+/**
+ * An event written before this attempt's output message is announced (loading, in progress): as
+ * in the OpenAI stream, its response has `output: []`, so that the item appears first with
+ * `response.output_item.added`, and a client applying item events to it never holds it twice.
+ */
+function beforeOutput(type: string, header: ResponseHeader): EventDraft {
+  return { type, payload: (task) => ({ response: toResponseObject(header, task, '', []) }) };
+}
+
 function ids(header: ResponseHeader) {
   return { item_id: header.outputItemId, output_index: OUTPUT_INDEX, content_index: CONTENT_INDEX };
 }
@@ -30,11 +39,11 @@ export const responseEvents = {
   /** `response.created`: the task exists, queued (LMSP 11.2: in the transaction that creates it). */
   created: (header: ResponseHeader): EventDraft[] => [withResponse('response.created', header, '')],
 
-  loading: (header: ResponseHeader): EventDraft[] => [withResponse('response.loading', header, '')],
+  loading: (header: ResponseHeader): EventDraft[] => [beforeOutput('response.loading', header)],
 
   /** Running, with the output message and its text part announced before any delta. */
   running: (header: ResponseHeader): EventDraft[] => [
-    withResponse('response.in_progress', header, ''),
+    beforeOutput('response.in_progress', header),
     {
       type: 'response.output_item.added',
       payload: () => ({

@@ -12,6 +12,13 @@ import { registerServe } from './commands/serve.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerTop } from './commands/top.js';
 
+// `lmsp tasks events ID | head`: a reader that stops early is no error; end quietly, as other
+// command-line tools do (a streaming `lmsp run` then cancels its task, as on a disconnect).
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(0);
+});
+
 const program = new Command();
 program
   .name('lmsp')

@@ -14,7 +14,7 @@ import {
   clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
   REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
-import { registerGuards } from './guards.js';
+import { registerGuards, setCors } from './guards.js';
 import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
@@ -97,6 +97,7 @@ export function routeTable(app: FastifyInstance): RouteEntry[] {
 
 export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   const { config } = context;
+  let guard: ((request: FastifyRequest) => string | null) | null = null;
   const app = Fastify({
     ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
@@ -110,6 +111,18 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     forceCloseConnections: true,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false } },
+    // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
+    frameworkErrors: (error, request, reply) => {
+      try {
+        // LMSP 2: the Host and Origin checks come before anything else; an allowed page gets CORS.
+        const origin = guard?.(request) ?? null;
+        if (origin !== null) setCors(reply, origin);
+      } catch (refused) {
+        return sendError(reply, toServiceError(refused));
+      }
+      if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new ServiceError('not_found', 'No record has an id this long.'));
+      return sendError(reply, invalidRequest(null, 'The URL is not valid: it has a malformed percent-encoding.'));
+    },
   });
 
   // Bodies are validated strictly (a string is never taken for a number: LMSP section 2 wants
@@ -178,7 +191,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     },
   });
 
-  registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
+  guard = registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);
   registerMetrics(app, metricsOf(context));
   await registerDashboard(app);

@@ -54,33 +54,60 @@ export interface OriginPolicy {
   allowedOrigins: readonly string[];
 }
 
-function setCors(reply: FastifyReply, origin: string): void {
+/**
+ * The headers a preflight of an allowed origin may send: ours, and whatever else the page asks
+ * for. The origin is trusted by the operator, and the `openai` package sends headers of its own
+ * (`X-Stainless-*`) that a fixed list would refuse (LMSP: OpenAI clients work unchanged).
+ */
+function preflightHeaders(requested: string | string[] | undefined): string {
+  const names = new Set(CORS_ALLOW_HEADERS.split(', '));
+  for (const name of String(requested ?? '').split(',')) {
+    const trimmed = name.trim().toLowerCase();
+    if (/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(trimmed)) names.add(trimmed);
+  }
+  return [...names].join(', ');
+}
+
+/** CORS headers for an allowed other origin (LMSP 2): only ever called with one. */
+export function setCors(reply: FastifyReply, origin: string): void {
   reply.header('access-control-allow-origin', origin);
   reply.header('vary', 'Origin');
   reply.header('access-control-expose-headers', CORS_EXPOSE_HEADERS);
 }
 
-export function registerGuards(app: FastifyInstance, policy: OriginPolicy): void {
+/**
+ * Registers the checks, and returns them as a function (it throws the 421 or 403; it returns the
+ * allowed other origin, if any) for what Fastify answers before any hook runs (a malformed URL).
+ */
+export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (request: FastifyRequest) => string | null {
   const hosts = allowedHostNames(policy.listenHost, policy.allowedHosts);
   const crossOrigins = new Set(policy.allowedOrigins);
 
-  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+  const check = (request: FastifyRequest): string | null => {
     const host = request.headers.host;
     const name = host ? hostName(host) : null;
     if (!name || !hosts.has(name)) {
       throw new ServiceError('misdirected_request', `The Host '${String(host ?? '')}' is not served here.`);
     }
     const origin = request.headers.origin;
-    if (origin === undefined) return;
-    if (origin === `http://${host!.trim().toLowerCase()}`) return;
+    if (origin === undefined) return null;
+    if (origin === `http://${host!.trim().toLowerCase()}`) return null;
     if (!crossOrigins.has(origin)) throw new ServiceError('origin_not_allowed', `Requests from the origin '${origin}' are not allowed.`);
+    return origin;
+  };
+
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    const origin = check(request);
+    if (origin === null) return;
     setCors(reply, origin);
     if (request.method === 'OPTIONS') {
       // A preflight of an allowed origin: answered here, before auth (browsers send no token).
       reply.header('access-control-allow-methods', CORS_METHODS);
-      reply.header('access-control-allow-headers', CORS_ALLOW_HEADERS);
+      reply.header('access-control-allow-headers', preflightHeaders(request.headers['access-control-request-headers']));
+      reply.header('vary', 'Origin, Access-Control-Request-Headers');
       reply.header('access-control-max-age', '600');
       return reply.code(204).send();
     }
   });
+  return check;
 }

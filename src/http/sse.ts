@@ -4,7 +4,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
-import { eventJson } from '../api/events.js';
+import { sseFrame } from '../api/events.js';
 import type { LoggedEvent } from '../domain/tasks.js';
 
 export class EventStream {
@@ -44,7 +44,7 @@ export class EventStream {
   async send(events: LoggedEvent[]): Promise<void> {
     const raw = this.reply.raw;
     if (raw.writableEnded || raw.destroyed) return;
-    const frames = events.map((event) => `id: ${event.sequenceNumber}\nevent: ${event.type}\ndata: ${eventJson(event)}\n\n`).join('');
+    const frames = events.map(sseFrame).join('');
     await writeFrames(raw, frames);
   }
 

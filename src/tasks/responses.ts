@@ -3,6 +3,7 @@
  * now, settle a request that was tied to a connection, delete a finished one.
  */
 import type { CreateResponseBody, ResponseObject } from '../api/types.js';
+import { sseFrame } from '../api/events.js';
 import { liveToolOutputItems } from '../api/response-tool-events.js';
 import { finishedToolItems, toResponseObject } from '../api/views.js';
 import { canSee, type Client } from '../domain/clients.js';
@@ -106,6 +107,26 @@ export async function settleResponseRequest(core: TaskCore, task: Task, key: Ide
     await store.db.write(() => store.lifecycle.deleteFinished(finished.id)).catch(() => undefined);
   }
   return { finished, answer };
+}
+
+/** Events read at a time when a whole stream is rebuilt from the log. */
+const STREAM_PAGE = 500;
+
+/**
+ * What the key of a finished streaming create records (LMSP 8: a replay sends the task's events
+ * from the start). A stored response replays them from its log; a `store: false` one is deleted
+ * now with its log (LMSP 6), so its key keeps the stream's frames themselves.
+ */
+export function streamedCreateAnswer(core: Pick<TaskCore, 'store'>, finished: Task, storeResponse: boolean): StoredAnswer {
+  if (storeResponse) return { status: 200, streamTaskId: finished.id };
+  let frames = '';
+  for (let after = 0; ;) {
+    const events = core.store.events.after(finished.id, after, STREAM_PAGE);
+    frames += events.map(sseFrame).join('');
+    if (events.length < STREAM_PAGE) break;
+    after = events.at(-1)!.sequenceNumber;
+  }
+  return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform' }, body: frames };
 }
 
 /** LMSP 6: DELETE, only once finished; the response, its task and its events go together. */

@@ -34,11 +34,16 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       const shownJson = JSON.parse((await runCli(['tasks', 'show', taskId, '--json', ...dir])).stdout) as { task: TaskObject };
       assert.equal(shownJson.task.id, taskId);
 
+      // LMSP 12: --json prints one JSON document.
       const events = await runCli(['tasks', 'events', taskId, '--json', ...dir]);
-      const lines = events.stdout.trim().split('\n').map((line) => JSON.parse(line) as { sequence_number: number; type: string });
-      assert.deepEqual(lines.map((line) => line.sequence_number), lines.map((_, index) => index + 1));
+      const list = JSON.parse(events.stdout) as { object: string; data: Array<{ sequence_number: number; type: string }>; has_more: boolean };
+      assert.equal(list.object, 'list');
+      assert.equal(list.has_more, false);
+      assert.deepEqual(list.data.map((line) => line.sequence_number), list.data.map((_, index) => index + 1));
       const after = await runCli(['tasks', 'events', taskId, '--after', '3', '--json', ...dir]);
-      assert.equal(JSON.parse(after.stdout.split('\n')[0]!).sequence_number, 4);
+      assert.equal((JSON.parse(after.stdout) as typeof list).data[0]!.sequence_number, 4);
+      const none = await runCli(['tasks', 'events', taskId, '--after', '100000', '--json', ...dir]);
+      assert.deepEqual(JSON.parse(none.stdout), { object: 'list', data: [], has_more: false });
       const human = await runCli(['tasks', 'events', taskId, ...dir]);
       assert.match(human.stdout, /response\.created/);
 
@@ -53,7 +58,7 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       const follow = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 60 });
       const followed = await runCli(['tasks', 'events', follow.body.task.id, '--follow', '--json', ...dir]);
       assert.equal(followed.code, 0, followed.stderr);
-      const types = followed.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { type: string }).type);
+      const types = (JSON.parse(followed.stdout) as { data: Array<{ type: string }> }).data.map((event) => event.type);
       assert.equal(types[0], 'response.created');
       assert.equal(types.at(-1), 'response.incomplete');
 
@@ -116,7 +121,7 @@ describe('lmsp tasks events --follow across a crash', () => {
       await service.restart();
       assert.equal(await closed, 0, errors);
       assert.match(errors, /reconnecting after event \d+/);
-      const events = output.trim().split('\n').map((line) => JSON.parse(line) as { sequence_number: number; type: string });
+      const events = (JSON.parse(output) as { data: Array<{ sequence_number: number; type: string }> }).data;
       assert.deepEqual(events.map((event) => event.sequence_number), events.map((_, index) => index + 1), 'every event once, in order');
       assert.ok(events.some((event) => event.type === 'response.resumed'));
       assert.equal(events.at(-1)!.type, 'response.incomplete');

@@ -6,9 +6,10 @@ import { issuePairingCode } from '../../tasks/pairing.js';
 import { parseDuration } from '../../time.js';
 import { action, CliError, EXIT_USAGE, formatTime, openOffline, printJson, runningService, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
 
-export function parseScopes(text: string | undefined): Scope[] | undefined {
+/** LMSP 4, 12: `--scopes S...`: comma-separated, several words, or the option repeated; all of them, once each. */
+export function parseScopes(text: string | string[] | undefined): Scope[] | undefined {
   if (text === undefined) return undefined;
-  const scopes = text.split(/[\s,]+/).filter(Boolean);
+  const scopes = [...new Set((Array.isArray(text) ? text : [text]).flatMap((part) => part.split(/[\s,]+/)).filter(Boolean))];
   const unknown = scopes.filter((scope) => !isScope(scope));
   if (unknown.length > 0 || scopes.length === 0) {
     throw new CliError(`unknown scope ${unknown.join(', ') || '(none)'}; scopes are ${SCOPES.join(', ')}`, EXIT_USAGE);
@@ -20,11 +21,13 @@ export function registerPair(program: Command): void {
   withCommonOptions(program.command('pair')
     .description('make a single-use pairing code for a new client')
     .option('--name <name>', 'name for the client that pairs with this code')
-    .option('--scopes <list>', `comma-separated scopes (${SCOPES.join(', ')}); default ${DEFAULT_SCOPES.join(',')}`)
+    .option('--scopes <list...>', `comma-separated scopes (${SCOPES.join(', ')}); default ${DEFAULT_SCOPES.join(',')}`)
     .option('--ttl <duration>', 'how long the code stays valid', '10m'))
-    .action(action(async (options: CommonOptions & { name?: string; scopes?: string; ttl: string }) => {
+    .action(action(async (options: CommonOptions & { name?: string; scopes?: string[]; ttl: string }) => {
       const ttlMs = parseDuration(options.ttl);
-      if (ttlMs === null || ttlMs < 1000) throw new CliError(`--ttl: expected a duration like 30s, 10m or 1h, got '${options.ttl}'`, EXIT_USAGE);
+      if (ttlMs === null) throw new CliError(`--ttl: expected a duration like 30s, 10m or 1h, got '${options.ttl}'`, EXIT_USAGE);
+      // LMSP 12: 500ms is a duration, but codes expire in whole seconds (`expires_at`).
+      if (ttlMs < 1000) throw new CliError(`--ttl: a pairing code lives at least 1s, got '${options.ttl}'`, EXIT_USAGE);
       const scopes = parseScopes(options.scopes);
       const request = { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs };
       const client = await serviceClient(options);

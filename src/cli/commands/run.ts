@@ -68,7 +68,6 @@ export function registerRun(program: Command): void {
       let final: ResponseObject | null = null;
       try {
         for await (const event of client.streamResponse(body, { signal: controller.signal }) as AsyncGenerator<TaskEvent>) {
-          if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
           if (event.type === 'response.created') responseId = (event.response as ResponseObject).id;
           else if (event.type === 'response.loading' && showStats) process.stderr.write(`loading ${model}…\r`);
           else if (event.type === 'response.output_text.delta') {
@@ -81,7 +80,11 @@ export function registerRun(program: Command): void {
       } catch (error) {
         if (!cancelling) throw error;
       }
-      if (!options.json) process.stdout.write('\n');
+      // LMSP 12: --json is one JSON document: the response as it ended (read again after Ctrl-C).
+      if (options.json) {
+        if (!final && responseId) final = await client.getResponse(responseId).catch(() => null);
+        if (final) printJson(final);
+      } else process.stdout.write('\n');
       if (final && showStats) {
         const seconds = firstTokenAt ? (performance.now() - firstTokenAt) / 1000 : 0;
         const tokens = final.usage?.output_tokens ?? 0;

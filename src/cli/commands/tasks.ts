@@ -69,13 +69,23 @@ export function registerTasks(program: Command): void {
     .option('--follow', 'keep following until the task finishes, reconnecting if the connection drops'))
     .action(action(async (id: string, options: CommonOptions & { after: string; follow?: boolean }) => {
       const client = await operatorClient(options);
-      const print = (event: TaskEvent) => process.stdout.write(options.json ? `${JSON.stringify(event)}\n` : `${describeEvent(event)}\n`);
+      // LMSP 12: --json is one JSON document, the list of events, written as they come (one
+      // event a line inside it), so that --follow still shows them live.
+      let printed = 0;
+      const print = (event: TaskEvent) => {
+        if (!options.json) return void process.stdout.write(`${describeEvent(event)}\n`);
+        process.stdout.write(`${printed === 0 ? '{"object":"list","data":[\n' : ',\n'}${JSON.stringify(event)}`);
+        printed += 1;
+      };
+      const close = () => {
+        if (options.json) process.stdout.write(`${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":false}\n`);
+      };
       let last = Number(options.after);
       if (!options.follow) {
         for (;;) {
           const page = await client.taskEvents(id, last, 1000);
           page.data.forEach(print);
-          if (!page.has_more || page.data.length === 0) return;
+          if (!page.has_more || page.data.length === 0) return close();
           last = page.data.at(-1)!.sequence_number;
         }
       }
@@ -89,10 +99,10 @@ export function registerTasks(program: Command): void {
             print(event);
             last = event.sequence_number;
             failures = 0;
-            if (TERMINAL_EVENTS.has(event.type)) return;
+            if (TERMINAL_EVENTS.has(event.type)) return close();
           }
           const task = await current.getTask(id);
-          if (task.finished_at !== null && task.last_sequence_number <= last) return;
+          if (task.finished_at !== null && task.last_sequence_number <= last) return close();
         } catch (error) {
           if ((error as { status?: number }).status) throw error;
           failures += 1;

@@ -45,6 +45,11 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
   /** Replays a stored create: the same answer, or for a streamed create its chunks from the start. */
   const replayCreate = async (reply: FastifyReply, client: Client, answer: StoredAnswer, place: (() => void) | undefined): Promise<FastifyReply | void> => {
     if (answer.streamTaskId) {
+      // Deleted since (DELETE, or retention shorter than --idempotency-ttl): no chunks to send again.
+      if (!core.store.tasks.get(answer.streamTaskId)) {
+        place?.();
+        throw new ServiceError('not_found', 'The chat completion this request created has been deleted since; its chunks cannot be sent again.');
+      }
       await streamChatChunks(context, reply, client, answer.streamTaskId, {
         headers: { ...answer.headers, 'idempotent-replayed': 'true' }, ...(place ? { place } : {}),
       });

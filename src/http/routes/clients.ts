@@ -25,7 +25,14 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     return revoked;
   });
 
-  app.post('/v1/pairing-codes', { config: { access: 'admin' }, schema: { body: pairingCodeBody } }, async (request, reply) => {
+  app.post('/v1/pairing-codes', {
+    config: { access: 'admin' },
+    schema: { body: pairingCodeBody },
+    // Every field is optional: a POST without a body is the request `{}` (its key's fingerprint too).
+    preValidation: async (request) => {
+      request.body ??= {};
+    },
+  }, async (request, reply) => {
     const body = request.body as { name?: string | null; scopes?: Scope[]; ttl_seconds?: number };
     // The answer holds the code: its stored copy is sealed with the caller's own token.
     const outcome = await issuePairingCode(core, {

@@ -14,7 +14,7 @@ import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import {
-  createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, visibleTaskOfResponse,
+  createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
 } from '../../tasks/responses.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
@@ -37,6 +37,11 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   /** Replays a stored create: the same body, or for a streaming create its events from the start. */
   const replayCreate = async (reply: FastifyReply, client: Client, answer: StoredAnswer, place: (() => void) | undefined): Promise<FastifyReply | void> => {
     if (answer.streamTaskId) {
+      // Deleted since (DELETE, or retention shorter than --idempotency-ttl): no events to send again.
+      if (!core.store.tasks.get(answer.streamTaskId)) {
+        place?.();
+        throw new ServiceError('not_found', 'The response this request created has been deleted since; its events cannot be sent again.');
+      }
       await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers: { 'idempotent-replayed': 'true' }, ...(place ? { place } : {}) });
       return;
     }
@@ -74,7 +79,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     });
     if (response.background) return;
     await settleResponseRequest(core, task, key, {
-      clientGone: () => clientGone, storeResponse: response.store, answerOf: () => ({ status: 200, streamTaskId: task.id }),
+      clientGone: () => clientGone, storeResponse: response.store, answerOf: (finished) => streamedCreateAnswer(core, finished, response.store),
     }).catch(() => undefined);
   }
 
