@@ -134,7 +134,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
     config.sweepIntervalMs,
     { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
-    () => store.db.totalChanges(),
+    () => store.totalChanges(),
     () => store.retention.anythingExpired(retentionCutoff(config.retentionMs), nowSeconds()),
   );
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
@@ -142,6 +142,9 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   await maintenance.sweep();
   const recovered = report.failed + report.cancelled + report.requeued + report.resumed + report.idempotencyKeysReleased;
   maintenance.start({ checkpointNow: recovered > 0 });
+
+  // Creates are written by a thread of its own (store/writer.ts), off the thread that answers requests.
+  if (!config.debug.noWriterThread) store.startWriter({ dataDir: config.dataDir, dbMaxPages: config.debug.dbMaxPages });
 
   const app = await buildApp({
     config, serviceId, core, scheduler,
