@@ -7,9 +7,10 @@
  * Two situations: the runner idle (the model load never finishes, so the tasks stay queued) and
  * the runner busy (each create asks for 1 token and the runner executes them while the load
  * runs, writing their output on the request thread's connection). In each, creates written by
- * the writer thread and creates written on the request thread (LMSP_DEBUG_NO_WRITER_THREAD)
+ * the writer thread and creates written on the request thread (LMSP_DEBUG_WRITER_THREAD=1 or not)
  * alternate, and the request thread's event-loop delay during the load is read from /metrics.
  */
+import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { firstJsonLine, log, median, runs, spawnScript, startService, stopChild, type Figure, type TestService } from './lib.js';
 
@@ -23,13 +24,13 @@ const SITUATIONS = {
   busy: { env: {}, body: body(1) },
 } as const;
 const VARIANTS = {
-  writer: {},
-  'request thread': { LMSP_DEBUG_NO_WRITER_THREAD: '1' },
+  writer: { LMSP_DEBUG_WRITER_THREAD: '1' },
+  'request thread': {},
 } as const;
 type Situation = keyof typeof SITUATIONS;
 type Variant = keyof typeof VARIANTS;
 
-async function load(url: string, token: string | null, payload: string): Promise<{ rate: number; non2xx: number }> {
+async function load(url: string, token: string | null, payload: string): Promise<{ rate: number; non2xx: number; accepted: number }> {
   const result = await autocannon({
     url: `${url}/v1/responses`,
     method: 'POST',
@@ -38,7 +39,21 @@ async function load(url: string, token: string | null, payload: string): Promise
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: payload,
   });
-  return { rate: result.requests.average, non2xx: result.non2xx + result.errors };
+  return { rate: result.requests.average, non2xx: result.non2xx + result.errors, accepted: result['2xx'] };
+}
+
+/**
+ * CPU seconds used so far by a process's main thread (the request thread) and by the whole
+ * process (its threads, not its runner processes), from /proc: on a shared machine the CPU a
+ * create costs is steadier than how many fit in a second.
+ */
+function cpuSeconds(pid: number): { requestThread: number; process: number } {
+  const ticks = (path: string) => {
+    const stat = readFileSync(path, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, USER_HZ = 100
+  };
+  return { requestThread: ticks(`/proc/${pid}/task/${pid}/stat`), process: ticks(`/proc/${pid}/stat`) };
 }
 
 /** The request thread's event-loop delay since the last scrape (prom-client resets it at each one), in ms. */
@@ -48,19 +63,34 @@ async function loopDelay(service: TestService): Promise<{ p99: number; max: numb
   return { p99: value('nodejs_eventloop_lag_p99_seconds'), max: value('nodejs_eventloop_lag_max_seconds') };
 }
 
-async function measure(situation: Situation, variant: Variant): Promise<{ rate: number; p99: number; max: number }> {
+interface Measured {
+  rate: number;
+  p99: number;
+  max: number;
+  /** CPU milliseconds per create: the request thread's, and the whole process's. */
+  requestThreadMs: number;
+  processMs: number;
+}
+
+async function measure(situation: Situation, variant: Variant): Promise<Measured> {
   const { env, body: payload } = SITUATIONS[situation];
   // The cap on unfinished tasks (LMSP 16) would refuse most of the load: lifted here.
   const service = await startService({
-    env: { ...env, ...VARIANTS[variant], LMSP_LOG_LEVEL: 'warn', LMSP_MAX_UNFINISHED_TASKS_PER_CLIENT: '1000000000' },
+    env: { ...env, ...VARIANTS[variant], LMSP_LOG_LEVEL: 'warn', LMSP_MAX_UNFINISHED_TASKS_PER_CLIENT: '100000000' },
   });
   try {
     await load(service.url, service.token, payload); // warm-up
     await loopDelay(service);
+    const before = cpuSeconds(service.pid);
     const result = await load(service.url, service.token, payload);
+    const after = cpuSeconds(service.pid);
     const delay = await loopDelay(service);
     if (result.non2xx > 0) throw new Error(`${result.non2xx} creates were not answered 202 (${situation}, ${variant})`);
-    return { rate: result.rate, ...delay };
+    const perCreate = (seconds: number) => (seconds * 1000) / Math.max(1, result.accepted);
+    return {
+      rate: result.rate, ...delay,
+      requestThreadMs: perCreate(after.requestThread - before.requestThread), processMs: perCreate(after.process - before.process),
+    };
   } finally {
     await service.kill();
   }
@@ -70,6 +100,7 @@ export async function benchCreates(): Promise<Figure[]> {
   const bare: number[] = [];
   const rates: Record<string, number[]> = {};
   const delays: Record<string, number[]> = {};
+  const cpu: Record<string, number[]> = {};
   for (let run = 0; run < runs(); run++) {
     const baseline = spawnScript('bare-server');
     const { url } = await firstJsonLine<{ url: string }>(baseline);
@@ -85,7 +116,9 @@ export async function benchCreates(): Promise<Figure[]> {
         const result = await measure(situation, variant);
         (rates[`${situation}, ${variant}`] ??= []).push(result.rate);
         (delays[`${situation}, ${variant}`] ??= []).push(result.p99, result.max);
-        line.push(`${situation}/${variant} ${result.rate.toFixed(0)}/s (loop delay p99 ${result.p99.toFixed(1)} ms, max ${result.max.toFixed(1)} ms)`);
+        (cpu[`${situation}, ${variant}`] ??= []).push(result.requestThreadMs, result.processMs);
+        line.push(`${situation}/${variant} ${result.rate.toFixed(0)}/s (loop delay p99 ${result.p99.toFixed(1)} ms, max ${result.max.toFixed(1)} ms; `
+          + `CPU per create ${(result.requestThreadMs * 1000).toFixed(0)} us request thread, ${(result.processMs * 1000).toFixed(0)} us process)`);
       }
     }
     log(`creates run ${run + 1}: ${line.join(', ')}`);
@@ -95,6 +128,9 @@ export async function benchCreates(): Promise<Figure[]> {
   for (const [name, values] of Object.entries(rates)) extra[`${name} (202/s)`] = values.map((value) => value.toFixed(0)).join(' ');
   for (const [name, values] of Object.entries(delays)) {
     extra[`${name}, loop delay p99/max ms`] = values.map((value) => value.toFixed(1)).join(' ');
+  }
+  for (const [name, values] of Object.entries(cpu)) {
+    extra[`${name}, CPU us per create request thread/process`] = values.map((value) => (value * 1000).toFixed(0)).join(' ');
   }
   const figure = (name: string, key: string): Figure => {
     const value = median(rates[key]!);
@@ -106,13 +142,13 @@ export async function benchCreates(): Promise<Figure[]> {
       ratio: value / baseline,
       target: '>= 0.5',
       met: value / baseline >= 0.5,
-      how: `autocannon, ${CONNECTIONS} connections, ${DURATION_S} s after a ${DURATION_S} s warm-up; lmsp with synchronous = FULL, creates written by the writer thread, vs a bare Fastify route; alternated with creates written on the request thread`,
+      how: `autocannon, ${CONNECTIONS} connections, ${DURATION_S} s after a ${DURATION_S} s warm-up; lmsp with synchronous = FULL (creates written on the request thread, the default) vs a bare Fastify route; alternated with creates written by the writer thread (LMSP_DEBUG_WRITER_THREAD=1)`,
       samples: { value: rates[key]!, baseline: bare },
       extra,
     };
   };
   return [
-    figure('Durable creates (202/s)', 'idle, writer'),
-    figure('Durable creates, runner busy with 1-token tasks (202/s)', 'busy, writer'),
+    figure('Durable creates (202/s)', 'idle, request thread'),
+    figure('Durable creates, runner busy with 1-token tasks (202/s)', 'busy, request thread'),
   ];
 }

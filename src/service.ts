@@ -143,8 +143,11 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const recovered = report.failed + report.cancelled + report.requeued + report.resumed + report.idempotencyKeysReleased;
   maintenance.start({ checkpointNow: recovered > 0 });
 
-  // Creates are written by a thread of its own (store/writer.ts), off the thread that answers requests.
-  if (!config.debug.noWriterThread) store.startWriter({ dataDir: config.dataDir, dbMaxPages: config.debug.dbMaxPages });
+  // Creates written by a thread of its own (store/writer.ts), off the thread that answers
+  // requests: off unless asked for, as it measured slower so far (BENCHMARKS.md, durable creates).
+  if (config.debug.writerThread) {
+    store.startWriter({ dataDir: config.dataDir, dbMaxPages: config.debug.dbMaxPages });
+  }
 
   const app = await buildApp({
     config, serviceId, core, scheduler,
