@@ -35,7 +35,6 @@ describe('the writer thread (LMSP 11.2, 8, 16)', () => {
       scheduler.start();
       store.startWriter({ dataDir: dir, dbMaxPages: 0 });
       assert.equal(await store.whenWriterRunning(), true);
-      const requestThreadChanges = store.db.totalChanges();
       const answers = await Promise.all(Array.from({ length: 24 }, (_, index) =>
         create(app, operatorToken, { background: true, max_output_tokens: 2, seed: index })));
       const created = answers.map((answer) => {
@@ -54,7 +53,6 @@ describe('the writer thread (LMSP 11.2, 8, 16)', () => {
       }
       // The thread wrote them (24 responses, tasks, events and counts), not the request thread's connection.
       assert.ok(store.totalChanges() - store.db.totalChanges() >= 24 * 3, 'the creates were written by the writer thread');
-      assert.ok(store.db.totalChanges() - requestThreadChanges < 24 * 3);
       for (const response of created) {
         const read = await app.inject({ method: 'GET', url: `/v1/responses/${response.id}`, headers: { authorization: `Bearer ${operatorToken}` } });
         assert.equal(read.statusCode, 200, read.body);
