@@ -17,6 +17,8 @@ export interface DebugDelays {
   cancelDelayMs: number;
   /** Caps the database at this many pages, so that tests can fill it like a full disk (0: off). */
   dbMaxPages: number;
+  /** 1: creates are written by the writer thread, not the thread that answers requests (benchmarks compare both). */
+  writerThread?: number;
 }
 
 export interface ServiceConfig {
@@ -195,6 +197,7 @@ export const DEBUG_VARIABLES = {
   tokenDelayMs: 'LMSP_DEBUG_TOKEN_DELAY_MS',
   cancelDelayMs: 'LMSP_DEBUG_CANCEL_DELAY_MS',
   dbMaxPages: 'LMSP_DEBUG_DB_MAX_PAGES',
+  writerThread: 'LMSP_DEBUG_WRITER_THREAD',
 } as const satisfies Record<keyof DebugDelays, string>;
 
 export const DATA_DIR_ENV = 'LMSP_DATA_DIR';
@@ -280,6 +283,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       tokenDelayMs: debugDelay(env, DEBUG_VARIABLES.tokenDelayMs),
       cancelDelayMs: debugDelay(env, DEBUG_VARIABLES.cancelDelayMs),
       dbMaxPages: debugDelay(env, DEBUG_VARIABLES.dbMaxPages),
+      writerThread: debugDelay(env, DEBUG_VARIABLES.writerThread),
     },
   };
   return config;

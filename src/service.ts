@@ -140,7 +140,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
     config.sweepIntervalMs,
     { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
-    () => store.db.totalChanges(),
+    () => store.totalChanges(),
     () => store.retention.anythingExpired(retentionCutoff(config.retentionMs), nowSeconds()),
   );
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
@@ -148,6 +148,12 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   await maintenance.sweep();
   const recovered = report.failed + report.cancelled + report.requeued + report.resumed + report.idempotencyKeysReleased;
   maintenance.start({ checkpointNow: recovered > 0 });
+
+  // Creates written by a thread of its own (store/writer.ts), off the thread that answers
+  // requests: off unless asked for, as it measured slower so far (BENCHMARKS.md, durable creates).
+  if (config.debug.writerThread) {
+    store.startWriter({ dataDir: config.dataDir, dbMaxPages: config.debug.dbMaxPages });
+  }
 
   const app = await buildApp({
     config, serviceId, core, scheduler,

@@ -13,6 +13,10 @@ import { ServiceConfigTable } from './service-config.js';
 import { TaskCountTable } from './task-counts.js';
 import { TaskLifecycle, type TaskNotifier } from './task-lifecycle.js';
 import { TaskTable } from './tasks.js';
+import { applyTaskCreate, type TaskCreate, type TaskCreateOutcome } from './task-create.js';
+import { TaskWriter, type WriterSettings } from './writer.js';
+import type { StoredAnswer } from './idempotency.js';
+import type { Task } from '../domain/tasks.js';
 
 export class Store {
   readonly config: ServiceConfigTable;
@@ -28,8 +32,10 @@ export class Store {
   readonly taskCounts: TaskCountTable;
   readonly chatCompletions: ChatCompletionTable;
   readonly pulls: ModelPullTable;
+  /** Where creates are written when the writer thread is on (`startWriter`); else on `db`. */
+  private writer: TaskWriter | null = null;
 
-  constructor(readonly db: Database, notifier: TaskNotifier = { taskChanged: () => {} }) {
+  constructor(readonly db: Database, private readonly notifier: TaskNotifier = { taskChanged: () => {} }) {
     const sqlite = db.sqlite;
     this.config = new ServiceConfigTable(sqlite);
     this.clients = new ClientTable(sqlite);
@@ -61,12 +67,57 @@ export class Store {
     return runIdempotent(this.db, this.idempotency, key, steps);
   }
 
-  close(): Promise<void> {
+  /**
+   * A create (LMSP 11.2, 8, 16) written as data: the early look-up of the key, the preparation,
+   * then `applyTaskCreate` in one transaction, on the writer thread when it is on. The new task
+   * is announced to the notifier only after its commit.
+   */
+  async createTask<P>(key: IdempotencyKey | null, steps: {
+    prepare: () => P | Promise<P>;
+    command: (prepared: P) => TaskCreate;
+  }): Promise<{ replay: StoredAnswer } | { refused: { unfinished: number } } | { prepared: P; task: Task }> {
+    if (key) {
+      const early = this.idempotency.find(key);
+      if (early) return { replay: early };
+    }
+    const prepared = await steps.prepare();
+    const command = steps.command(prepared);
+    const outcome = await (this.writer ? this.writer.submit(command) : this.writeCreate(command));
+    if (!('created' in outcome)) return outcome;
+    const task: Task = { ...command.task, seq: outcome.created };
+    this.notifier.taskChanged(task.id, task);
+    return { prepared, task };
+  }
+
+  private writeCreate(command: TaskCreate): Promise<TaskCreateOutcome> {
+    return this.db.write(() => applyTaskCreate(this, command));
+  }
+
+  /** From now on creates are written by a thread with its own connection (writer.ts). */
+  startWriter(settings: WriterSettings): void {
+    this.writer ??= new TaskWriter(settings, (command) => this.writeCreate(command), (seconds) => this.db.onCommit?.(seconds));
+  }
+
+  /** Resolves once creates go to the writer thread (started if it is not running); false without one. */
+  async whenWriterRunning(): Promise<boolean> {
+    if (!this.writer) return false;
+    await this.writer.whenRunning();
+    return true;
+  }
+
+  /** Rows written through this store's connections (the writer thread's included): the WAL grew when this moved. */
+  totalChanges(): number {
+    return this.db.totalChanges() + (this.writer?.changes ?? 0);
+  }
+
+  async close(): Promise<void> {
+    await this.writer?.close();
     return this.db.close();
   }
 }
 
 export { Database, DatabaseOpenError, DATABASE_FILE } from './db.js';
 export type { WriteContext } from './db.js';
+export type { RenderedEvent, TaskCreate } from './task-create.js';
 export type { IdempotencyKey, IdempotentOutcome, Recording, StoredAnswer } from './idempotency.js';
 export type { TaskNotifier } from './task-lifecycle.js';

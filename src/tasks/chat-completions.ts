@@ -16,7 +16,7 @@ import { isFinal, type Task } from '../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import { completionIdOf, toolCallsSoFar } from './chat-completion-kind.js';
 import type { TaskCore } from './core.js';
-import { assertRoomForTask, type TaskLimits } from './limits.js';
+import { capOf, tooManyTasks, type TaskLimits } from './limits.js';
 import { prepareChatCompletion } from './prepare-chat-completion.js';
 import { settleResponseRequest } from './responses.js';
 
@@ -32,16 +32,17 @@ export const TASK_ID_HEADER = 'lmsp-task-id';
  */
 export async function createChatCompletion(core: TaskCore, client: Client, body: CreateChatCompletionBody,
   key: IdempotencyKey | null, limits: TaskLimits): Promise<CreateChatCompletionOutcome> {
-  const outcome = await core.store.idempotent(key, {
+  const outcome = await core.store.createTask(key, {
     prepare: () => prepareChatCompletion(core, client, body),
-    effect: (context, { completion, task }) => {
-      assertRoomForTask(core, client, limits);
-      core.store.chatCompletions.insert(completion);
-      const created = core.machine.create(context, task, completion);
-      return { result: { completion, task: created }, record: { inFlight: created.id } };
+    command: ({ completion, task }) => {
+      const { task: created, events } = core.machine.draftCreate(task, completion);
+      return {
+        record: { kind: 'chat_completion', completion }, task: created, events, cap: capOf(client, limits), key, recording: { inFlight: created.id },
+      };
     },
   });
-  return 'replay' in outcome ? outcome : outcome.result;
+  if ('refused' in outcome) throw tooManyTasks(outcome.refused.unfinished, limits);
+  return 'replay' in outcome ? outcome : { completion: outcome.prepared.completion, task: outcome.task };
 }
 
 /** The completion as it is now: while unfinished, the text and tool calls so far. */

@@ -17,9 +17,17 @@ const TASKS_RETRY_AFTER_SECONDS = 5;
  */
 export function assertRoomForTask(core: Pick<TaskCore, 'store'>, client: Client, limits: TaskLimits): void {
   const unfinished = core.store.tasks.countUnfinishedForClient(client.id);
-  if (unfinished >= limits.maxUnfinishedTasks) {
-    throw new ServiceError('too_many_tasks',
-      `This client has ${unfinished} unfinished tasks, the most it may have (${limits.maxUnfinishedTasks}); wait for some to finish.`,
-      { headers: { 'retry-after': String(TASKS_RETRY_AFTER_SECONDS) } });
-  }
+  if (unfinished >= limits.maxUnfinishedTasks) throw tooManyTasks(unfinished, limits);
+}
+
+/** The cap of a create written as data (`TaskCreate`), checked by the store inside its transaction. */
+export function capOf(client: Client, limits: TaskLimits): { clientId: string; maxUnfinished: number } {
+  return { clientId: client.id, maxUnfinished: limits.maxUnfinishedTasks };
+}
+
+/** LMSP 16: the 429 of a create refused at the cap. */
+export function tooManyTasks(unfinished: number, limits: TaskLimits): ServiceError {
+  return new ServiceError('too_many_tasks',
+    `This client has ${unfinished} unfinished tasks, the most it may have (${limits.maxUnfinishedTasks}); wait for some to finish.`,
+    { headers: { 'retry-after': String(TASKS_RETRY_AFTER_SECONDS) } });
 }

@@ -15,7 +15,7 @@ import type { TaskCore } from './core.js';
 import { prepareResponse } from './prepare-response.js';
 import { hasTools } from './response-kind.js';
 import { readToolOutput } from './response-tool-output.js';
-import { assertRoomForTask, type TaskLimits } from './limits.js';
+import { capOf, tooManyTasks, type TaskLimits } from './limits.js';
 import { cancelForDisconnect, waitForFinish } from './waiting.js';
 
 export type CreateResponseOutcome = { replay: StoredAnswer } | { response: StoredResponse; task: Task };
@@ -43,15 +43,17 @@ function recordingOf(response: StoredResponse, task: Task): Recording {
  */
 export async function createResponse(core: TaskCore, client: Client, body: CreateResponseBody,
   key: IdempotencyKey | null, limits: TaskLimits): Promise<CreateResponseOutcome> {
-  const outcome = await core.store.idempotent(key, {
+  const outcome = await core.store.createTask(key, {
     prepare: () => prepareResponse(core, client, body),
-    effect: (context, { response, task }) => {
-      assertRoomForTask(core, client, limits);
-      const created = insertResponse(core, context, response, task);
-      return { result: { response, task: created }, record: recordingOf(response, created) };
+    command: ({ response, task }) => {
+      const { task: created, events } = core.machine.draftCreate(task, response);
+      return {
+        record: { kind: 'response', response }, task: created, events, cap: capOf(client, limits), key, recording: recordingOf(response, created),
+      };
     },
   });
-  return 'replay' in outcome ? outcome : outcome.result;
+  if ('refused' in outcome) throw tooManyTasks(outcome.refused.unfinished, limits);
+  return 'replay' in outcome ? outcome : { response: outcome.prepared.response, task: outcome.task };
 }
 
 /** The response and its task, queued, with `response.created`, in the caller's transaction. */

@@ -15,7 +15,7 @@ import type { GeneratedToolCall } from '../engine/types.js';
 
 /** What a generating kind asks the engine for; the worker adds the task id and the resume snapshot. */
 export type GenerationPlan = Omit<GenerateRequest, 'taskId' | 'resumeTokens'>;
-import type { Store, WriteContext } from '../store/index.js';
+import type { RenderedEvent, Store, WriteContext } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 
 /**
@@ -87,6 +87,16 @@ export class TaskMachine {
   create<S>(context: WriteContext, task: Task, subject: S): Task {
     const handler = this.handler(task) as TaskKindHandler<S>;
     return this.store.lifecycle.insert(context, task, handler.events.created(subject));
+  }
+
+  /**
+   * LMSP 11.2: a new task as `create` writes it, queued, with its `created` events rendered, for
+   * a create handed to the store as data (`Store.createTask`).
+   */
+  draftCreate<S>(task: Task, subject: S): { task: Task; events: RenderedEvent[] } {
+    const drafts = (this.handler(task) as TaskKindHandler<S>).events.created(subject);
+    const created: Task = { ...task, status: 'queued', lastSequenceNumber: drafts.length };
+    return { task: created, events: drafts.map((draft, index) => ({ type: draft.type, payload: draft.payload({ ...created, lastSequenceNumber: index + 1 }) })) };
   }
 
   /** queued -> loading (LMSP 5: the model loads on first use). Null when it is no longer queued. */

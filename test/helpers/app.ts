@@ -15,8 +15,8 @@ import { Scheduler } from '../../src/tasks/scheduler.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-export async function buildTestApp(dataDir: string): Promise<{ app: FastifyInstance; store: Store; operatorToken: string; close: () => Promise<void> }> {
-  const config = resolveConfig({ dataDirFlag: dataDir, env: {} });
+export async function buildTestApp(dataDir: string, env: Record<string, string> = {}): Promise<{ app: FastifyInstance; store: Store; scheduler: Scheduler; operatorToken: string; close: () => Promise<void> }> {
+  const config = resolveConfig({ dataDirFlag: dataDir, env });
   const bus = new TaskEventBus();
   const store = Store.open(dataDir, { notifier: bus });
   const registry = new ModelRegistry(store, config.modelsDir);
@@ -35,6 +35,7 @@ export async function buildTestApp(dataDir: string): Promise<{ app: FastifyInsta
   return {
     app,
     store,
+    scheduler,
     operatorToken: readFileSync(join(dataDir, 'operator.token'), 'utf8').trim(),
     close: async () => {
       await app.close();
