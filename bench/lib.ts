@@ -6,6 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpus, totalmem, platform, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import type { AffinityPlan } from '../src/engine/cpu-affinity.js';
 import { startService, type StartOptions, type TestService } from '../test/helpers/service.js';
 import { readSse } from '../test/helpers/sse.js';
 
@@ -64,6 +65,23 @@ export function machine(): Record<string, string> {
 export function spawnScript(name: string, args: string[] = [], env: Record<string, string> = {}): ChildProcess {
   const script = fileURLToPath(new URL(`./${name}.js`, import.meta.url));
   return spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+/**
+ * Runs a compiled bench script to its end, on the CPUs of `affinity` when it pins (as the
+ * service pins its runner), and answers every line it printed, each parsed as JSON.
+ */
+export function jsonLinesOfScript<T>(name: string, args: string[], affinity: AffinityPlan): Promise<T[]> {
+  const script = fileURLToPath(new URL(`./${name}.js`, import.meta.url));
+  const child = affinity.pinned
+    ? spawn(affinity.taskset, ['-c', affinity.runnerCpus[0]!, process.execPath, script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    : spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  return new Promise((resolve, reject) => child.on('exit', (code) => {
+    if (code !== 0) return reject(new Error(`${name} exited with ${code}`));
+    resolve(output.trim().split('\n').map((line) => JSON.parse(line) as T));
+  }));
 }
 
 /** The first line a child prints on stdout, parsed as JSON. */

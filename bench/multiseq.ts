@@ -6,17 +6,15 @@
  * service with its runners (PSS, which counts the shared pages of the mmap'd weights once) at
  * 4 slots against 1. Every stream decodes the same prompt with a seed of its own.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { defaultThreads } from '../src/config.js';
 import { affinityForThisMachine } from '../src/engine/cpu-affinity.js';
 import { writeGgufFile } from '../src/engine/gguf-writer.js';
 import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.js';
 import { api } from '../test/helpers/service.js';
-import { log, median, runs, startService, timeResponseStream, type Figure } from './lib.js';
+import { jsonLinesOfScript, log, median, runs, startService, timeResponseStream, type Figure } from './lib.js';
 
 const TOKENS = 256;
 const SEED = 4321;
@@ -85,21 +83,12 @@ async function throughService(design: Design, streams: number, modelsDir: string
   }
 }
 
-function direct(modelPath: string): Promise<Map<number, { rate: number; sameAsAlone: boolean }>> {
-  const script = fileURLToPath(new URL('./direct-multiseq.js', import.meta.url));
-  const args = [script, modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), STREAMS.join(','), GPU ? 'gpu' : 'cpu'];
+async function direct(modelPath: string): Promise<Map<number, { rate: number; sameAsAlone: boolean }>> {
+  const args = [modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), STREAMS.join(','), GPU ? 'gpu' : 'cpu'];
   // Pinned as the service pins its one runner at `--parallel 1` (and with sequences at any N).
-  const affinity = affinityForThisMachine('auto', 1, defaultThreads());
-  const child = affinity.pinned
-    ? spawn(affinity.taskset, ['-c', affinity.runnerCpus[0]!, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
-    : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  return new Promise((resolve, reject) => child.on('exit', (code) => {
-    if (code !== 0) return reject(new Error(`direct decoding exited with ${code}`));
-    const lines = output.trim().split('\n').map((line) => JSON.parse(line) as { streams: number; tokensPerSecond: number; sameAsAlone: boolean });
-    resolve(new Map(lines.map((line) => [line.streams, { rate: line.tokensPerSecond, sameAsAlone: line.sameAsAlone }])));
-  }));
+  const lines = await jsonLinesOfScript<{ streams: number; tokensPerSecond: number; sameAsAlone: boolean }>(
+    'direct-multiseq', args, affinityForThisMachine('auto', 1, defaultThreads()));
+  return new Map(lines.map((line) => [line.streams, { rate: line.tokensPerSecond, sameAsAlone: line.sameAsAlone }]));
 }
 
 export async function benchMultiseq(): Promise<Figure[]> {

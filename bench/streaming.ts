@@ -7,15 +7,13 @@
  * within the run (which goes first changes every run), and the spread of the per-run ratios is
  * reported with the medians.
  */
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { writeGgufFile } from '../src/engine/gguf-writer.js';
 import { BENCH_MODEL, buildSyntheticModel } from '../src/engine/synthetic-model.js';
 import { defaultThreads } from '../src/config.js';
 import { affinityForThisMachine, type AffinityPlan } from '../src/engine/cpu-affinity.js';
 import { api } from '../test/helpers/service.js';
-import { log, median, runs, startService, timeResponseStream, type Figure, type TestService } from './lib.js';
+import { jsonLinesOfScript, log, median, runs, startService, timeResponseStream, type Figure, type TestService } from './lib.js';
 
 const TOKENS = 512;
 const SEED = 1234;
@@ -44,17 +42,7 @@ function runnerAffinity(): AffinityPlan {
 }
 
 function direct(modelPath: string, count: number, affinity: AffinityPlan): Promise<Measurement[]> {
-  const script = fileURLToPath(new URL('./direct-decode.js', import.meta.url));
-  const args = [script, modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), String(count)];
-  const child = affinity.pinned
-    ? spawn(affinity.taskset, ['-c', affinity.runnerCpus[0]!, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
-    : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  return new Promise((resolve, reject) => child.on('exit', (code) => {
-    if (code !== 0) return reject(new Error(`direct decoding exited with ${code}`));
-    resolve(output.trim().split('\n').map((line) => JSON.parse(line) as Measurement));
-  }));
+  return jsonLinesOfScript<Measurement>('direct-decode', [modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), String(count)], affinity);
 }
 
 async function measure(service: TestService, modelId: string, modelPath: string, affinity: AffinityPlan): Promise<{ service: Measurement[]; direct: Measurement[] }> {
