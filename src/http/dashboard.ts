@@ -40,7 +40,7 @@ function guard(reply: FastifyReply): FastifyReply {
 export async function registerDashboard(app: FastifyInstance): Promise<void> {
   // Files are sent by @fastify/static (types, ranges, ETags, conditional requests); the routes
   // are ours, so that each declares its access like every other route.
-  await app.register(fastifyStatic, { serve: false, root: DASHBOARD_ROOT, suppressWarning: true });
+  await app.register(fastifyStatic, { serve: false, root: DASHBOARD_ROOT });
 
   app.get('/', { config: { access: 'public' }, schema: { hide: true } }, async (_request, reply) => {
     if (!existsSync(packagePath('dist', 'web', 'index.html'))) {
