@@ -18,6 +18,24 @@ import type { EventTable } from './events.js';
 import type { ResponseTable } from './responses.js';
 import type { TaskTable } from './tasks.js';
 
+/**
+ * A transaction's context whose recovery moves update their tasks together at `flush`, one
+ * statement for the whole window instead of one per task (`TaskLifecycle.deferring`).
+ */
+export interface DeferringContext extends WriteContext {
+  readonly deferred: DeferredMoves;
+  /** Writes the moves kept so far; throws (rolling the transaction back) if one did not apply. */
+  flush(): void;
+}
+
+interface DeferredMoves {
+  tasks: Array<{ task: Task; expectedStatus: TaskStatus }>;
+}
+
+function deferredMoves(context: WriteContext): DeferredMoves | null {
+  return (context as Partial<DeferringContext>).deferred ?? null;
+}
+
 /** Told after each commit that changed a task, so live followers can read the new events. */
 export interface TaskNotifier {
   taskChanged(taskId: string, task: Task): void;
@@ -59,7 +77,30 @@ export class TaskLifecycle {
     phase: 'run' | 'recovery' = 'run'): Task | null {
     if (phase === 'recovery') assertTransition(task.status, to, phase);
     else if (!canTransition(task.status, to)) return null;
+    const deferred = phase === 'recovery' ? deferredMoves(context) : null;
+    if (deferred) return this.defer(context, deferred, task, to, change, drafts);
     return this.write(context, task, to, change, drafts);
+  }
+
+  /**
+   * A context for recovery (LMSP 11.3) in `context`'s transaction: the tasks that moves made
+   * through it change are written at `flush`, their events at once. Only recovery may use it:
+   * nothing else writes then, so no move can lose a race between being made and being written,
+   * and `flush` checks it.
+   */
+  deferring(context: WriteContext): DeferringContext {
+    const deferred: DeferredMoves = { tasks: [] };
+    return {
+      deferred,
+      afterCommit: (hook) => context.afterCommit(hook),
+      flush: () => {
+        const written = this.tasks.updateMany(deferred.tasks);
+        if (written !== deferred.tasks.length) {
+          throw new Error(`recovery changed ${written} of ${deferred.tasks.length} tasks: another writer changed them meanwhile`);
+        }
+        deferred.tasks = [];
+      },
+    };
   }
 
   /** Records progress (output, token counts) without a status change, if the stored status is still `task.status`. */
@@ -70,6 +111,19 @@ export class TaskLifecycle {
   private write(context: WriteContext, task: Task, to: TaskStatus, change: Partial<Task>, drafts: readonly EventDraft[]): Task | null {
     const next: Task = { ...task, ...change, status: to, lastSequenceNumber: task.lastSequenceNumber + drafts.length };
     if (!this.tasks.update(next, task.status)) return null;
+    this.append(next, task.lastSequenceNumber + 1, drafts, nowSeconds());
+    context.afterCommit(() => this.notifier.taskChanged(task.id, next));
+    return next;
+  }
+
+  /**
+   * A move whose task update waits for the context's `flush`; its events are written now (one
+   * statement each: measured, inserting these large rows through json_each cost more than it saved).
+   */
+  private defer(context: WriteContext, deferred: DeferredMoves, task: Task, to: TaskStatus, change: Partial<Task>,
+    drafts: readonly EventDraft[]): Task {
+    const next: Task = { ...task, ...change, status: to, lastSequenceNumber: task.lastSequenceNumber + drafts.length };
+    deferred.tasks.push({ task: next, expectedStatus: task.status });
     this.append(next, task.lastSequenceNumber + 1, drafts, nowSeconds());
     context.afterCommit(() => this.notifier.taskChanged(task.id, next));
     return next;

@@ -1,7 +1,8 @@
 /**
  * LMSP 11.2 and 11.3: before the service accepts requests, every task left queued, loading,
  * running or cancelling gets its restart policy's outcome, each with its events in one
- * transaction (up to two thousand tasks share one).
+ * transaction (the tasks of up to two thousand positions share one, their status changes and
+ * events written together at its end).
  */
 import type { RecoveryOutcome } from '../domain/tasks.js';
 import type { Store } from '../store/index.js';
@@ -22,16 +23,21 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
   // events on neighbouring pages. A resumed task stays running; no later window comes back to it.
   const last = store.tasks.maxSeq();
   for (let after = 0; after < last; after += WINDOW) {
-    store.db.transaction((context) => {
+    store.db.transaction((transaction) => {
+      // The window's moves are written together when it ends (`deferring`): nothing else writes at startup.
+      const context = store.lifecycle.deferring(transaction);
+      const ephemeral: string[] = [];
       for (const { task, header } of store.tasks.toRecover(after, after + WINDOW)) {
         const outcome = machine.recover(context, task, maxRestarts, header ?? undefined);
         report[outcome] += 1;
         // `store: false` responses and chat completions that have now finished are not kept (LMSP 6, 13).
         const kept = header ? header.store : task.completionId === null || (store.chatCompletions.getHeader(task.completionId)?.store ?? true);
-        if ((outcome === 'failed' || outcome === 'cancelled') && !kept) {
-          store.lifecycle.deleteFinished(task.id);
-          report.deletedEphemeral += 1;
-        }
+        if ((outcome === 'failed' || outcome === 'cancelled') && !kept) ephemeral.push(task.id);
+      }
+      context.flush();
+      for (const id of ephemeral) {
+        store.lifecycle.deleteFinished(id);
+        report.deletedEphemeral += 1;
       }
     });
   }
