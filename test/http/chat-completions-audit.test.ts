@@ -44,6 +44,20 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
       400, 'invalid_request', 'messages[0].content[0].type');
   }));
 
+  test('a tool_choice object is 400 naming the field at fault: function for the Responses shape, type for another kind', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object', properties: {} } } }];
+    // The Responses API's {type, name} lacks the `function` that Chat Completions names the function in.
+    await expectError(await chat(service, { tools, tool_choice: { type: 'function', name: 'add' } }), 400, 'invalid_request', 'tool_choice.function');
+    await expectError(await chat(service, { tools, tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [] } } }),
+      400, 'invalid_request', 'tool_choice.type');
+    await expectError(await chat(service, { tools, tool_choice: { type: 'function', function: {} } }), 400, 'invalid_request', 'tool_choice.function.name');
+    await expectError(await chat(service, { tools, tool_choice: 'sometimes' }), 400, 'invalid_request', 'tool_choice');
+    const forced = await chat(service, { tools, tool_choice: { type: 'function', function: { name: 'add' } }, max_completion_tokens: 60, parallel_tool_calls: false });
+    const body = await json<ChatCompletionObject>(forced);
+    assert.equal(forced.status, 200, JSON.stringify(body));
+    assert.equal(body.choices[0]!.message.tool_calls?.[0]?.function.name, 'add');
+  }));
+
   test('a metadata filter is never dropped: a __proto__ key matches like any other, a repeated key is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
     const tagged = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true, metadata: JSON.parse('{"__proto__": "x", "n": "1"}') as object }));
     await chat(service, { max_completion_tokens: 2, store: true, metadata: { n: '2' } });
