@@ -51,4 +51,14 @@ describe('responses, from a client author\'s side', () => {
     const typed = await create({ input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], tools: [ADD], tool_choice: { type: 'function', name: 'add' } });
     assert.equal(typed.status, 200, JSON.stringify(typed.body));
   });
+
+  test('a function_call given as input needs its function_call_output, as OpenAI answers: 400 naming input', async () => {
+    const call = { type: 'function_call', call_id: 'call_1', name: 'add', arguments: '{"a": 1, "b": 2}' };
+    const output = { type: 'function_call_output', call_id: 'call_1', output: '3' };
+    await expectError({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call], tools: [ADD] }, 'input', /^No tool output found for function call call_1\.$/);
+    await expectError({ input: [{ role: 'user', content: 'Add.' }, call, output, { ...call, call_id: 'call_2' }, { role: 'user', content: 'And?' }] }, 'input',
+      /call_2/);
+    const answered = await create({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call, output], tools: [ADD], tool_choice: 'none' });
+    assert.equal(answered.status, 200, JSON.stringify(answered.body));
+  });
 });
