@@ -98,19 +98,16 @@ export const createChatCompletionBody = {
         },
       },
     },
+    // Told apart by being an object, so that an error names the field at fault (a Responses-style
+    // {type, name} lacks `function`), as the Responses schema does.
     tool_choice: {
-      anyOf: [
-        { type: 'string', enum: ['none', 'auto', 'required'] },
-        {
-          type: 'object',
-          required: ['type', 'function'],
-          properties: {
-            type: { type: 'string', enum: ['function'] },
-            function: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
-          },
-        },
-        { type: 'null' },
-      ],
+      if: { type: 'object' },
+      then: {
+        if: { required: ['type'], properties: { type: { const: 'function' } } },
+        then: { required: ['function'], properties: { function: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } } } },
+        else: { required: ['type'], properties: { type: { type: 'string', enum: ['function'] } } },
+      },
+      else: { type: ['string', 'null'], enum: ['none', 'auto', 'required', null] },
     },
     parallel_tool_calls: { type: ['boolean', 'null'] },
     logprobs: { type: ['boolean', 'null'] },

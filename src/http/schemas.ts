@@ -8,13 +8,14 @@ import { SCOPES } from '../domain/clients.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
+const TEXT_PART_TYPES = ['input_text', 'output_text'];
+
+/** A part of another type (input_image, ...) is named by its type, not by the text it lacks. */
 const contentPart = {
   type: 'object',
-  required: ['type', 'text'],
-  properties: {
-    type: { type: 'string', enum: ['input_text', 'output_text'] },
-    text: { type: 'string' },
-  },
+  if: { required: ['type'], properties: { type: { enum: TEXT_PART_TYPES } } },
+  then: { required: ['text'], properties: { text: { type: 'string' } } },
+  else: { required: ['type'], properties: { type: { type: 'string', enum: TEXT_PART_TYPES } } },
 } as const;
 
 const message = {
@@ -57,9 +58,10 @@ const functionTool = {
 const toolChoice = {
   if: { type: 'object' },
   then: {
-    type: 'object',
-    required: ['type', 'name'],
-    properties: { type: { type: 'string', enum: ['function'] }, name: { type: 'string', minLength: 1 } },
+    // A choice of another type (web_search_preview, ...) is named by its type, not by the name it lacks.
+    if: { required: ['type'], properties: { type: { const: 'function' } } },
+    then: { required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
+    else: { required: ['type'], properties: { type: { type: 'string', enum: ['function'] } } },
   },
   else: { type: ['string', 'null'], enum: ['auto', 'none', 'required', null] },
 } as const;
@@ -111,7 +113,12 @@ const inputItem = {
   else: {
     if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call_output' } } },
     then: functionCallOutputItem,
-    else: message,
+    // An item of another type (item_reference, reasoning, ...) is named by its type, not by the role it lacks.
+    else: {
+      if: { type: 'object', required: ['type'], not: { properties: { type: { const: 'message' } } } },
+      then: { properties: { type: { type: 'string', enum: ['message', 'function_call', 'function_call_output'] } } },
+      else: message,
+    },
   },
 } as const;
 

@@ -18,6 +18,7 @@ import { nowSeconds } from '../time.js';
 import { generationOf } from './chat-completion-kind.js';
 import type { TaskCore } from './core.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from './prepare-response.js';
+import { unsupportedSchema } from './response-format.js';
 import { newTask } from './new-task.js';
 
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
@@ -79,8 +80,7 @@ function responseFormatOf(body: CreateChatCompletionBody): ChatResponseFormat {
   const schema = format.json_schema.schema ?? {};
   const support = checkSchemaSupported(schema);
   if (!support.ok) {
-    throw new ServiceError('unsupported_schema', `${support.message} (keyword '${support.keyword}' at '${support.pointer || '/'}')`,
-      { param: 'response_format.json_schema.schema' });
+    throw unsupportedSchema('response_format.json_schema.schema', support);
   }
   return { type: 'json_schema', name: format.json_schema.name, schema, strict: format.json_schema.strict ?? null };
 }
@@ -95,8 +95,7 @@ function toolsOf(body: CreateChatCompletionBody): ChatTool[] {
   if (!support.ok) {
     const at = `tools[${support.toolIndex ?? 0}].function`;
     if (support.keyword === 'name') throw invalidRequest(`${at}.name`, support.message);
-    throw new ServiceError('unsupported_schema', `${support.message} (keyword '${support.keyword}' at '${support.pointer || '/'}')`,
-      { param: `${at}.parameters` });
+    throw unsupportedSchema(`${at}.parameters`, support);
   }
   return tools;
 }

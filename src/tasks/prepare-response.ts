@@ -67,7 +67,7 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   }
   const inputItems = normalizeInput(body.input, normalizeMessages);
   context = conversationWith(context, inputItems);
-  if (callsToAnswer) checkCallsAnswered(callsToAnswer, inputItems);
+  checkCallsAnswered(callsToAnswer, inputItems);
 
   const contextLength = model.contextLength ?? Number.MAX_SAFE_INTEGER;
   const maxOutputTokens = body.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);

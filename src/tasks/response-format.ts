@@ -10,7 +10,8 @@ import { checkSchemaSupported, checkToolsSupported } from '../engine/grammar/con
 import type { OutputFormat, ToolChoice, ToolDefinition } from '../engine/types.js';
 import type { GenerationPlan } from './task-machine.js';
 
-function unsupported(param: string, support: { keyword: string; pointer: string; message: string }): ServiceError {
+/** LMSP 6.1: 400 unsupported_schema naming the keyword and where it is, for Responses and Chat Completions alike. */
+export function unsupportedSchema(param: string, support: { keyword: string; pointer: string; message: string }): ServiceError {
   const where = support.pointer ? ` at ${support.pointer}` : '';
   return new ServiceError('unsupported_schema', `Unsupported JSON Schema keyword '${support.keyword}'${where}: ${support.message}`, { param });
 }
@@ -23,7 +24,7 @@ export function textFormatOf(body: CreateResponseBody): TextFormat | undefined {
   if (typeof format.name !== 'string') throw invalidRequest('text.format.name', "Missing required parameter: 'text.format.name'.");
   if (format.schema === undefined || format.schema === null) throw invalidRequest('text.format.schema', "Missing required parameter: 'text.format.schema'.");
   const support = checkSchemaSupported(format.schema);
-  if (!support.ok) throw unsupported('text.format.schema', support);
+  if (!support.ok) throw unsupportedSchema('text.format.schema', support);
   return {
     type: 'json_schema', name: format.name, schema: format.schema, strict: format.strict ?? null,
     ...(format.description === undefined || format.description === null ? {} : { description: format.description }),
@@ -45,7 +46,7 @@ export function toolingOf(body: CreateResponseBody): ResponseTooling {
   if (!support.ok) {
     const index = support.toolIndex ?? 0;
     if (support.keyword === 'name') throw invalidRequest(`tools[${index}].name`, `Tool names must be unique and match ^[A-Za-z0-9_-]{1,64}$: ${support.message}`);
-    throw unsupported(`tools[${index}].parameters`, support);
+    throw unsupportedSchema(`tools[${index}].parameters`, support);
   }
   const choice = body.tool_choice ?? undefined;
   if (typeof choice === 'object' && !tools.some((tool) => tool.name === choice.name)) {

@@ -77,12 +77,14 @@ export function conversationWith(context: readonly ChatMessage[], items: readonl
 }
 
 /**
- * As OpenAI: the calls a finished previous response made must each be answered by a
- * `function_call_output` in the input that continues it (400 naming `input` otherwise). Calls cut
- * short (`incomplete`) need none.
+ * As OpenAI: every call the conversation hands to the model must be answered by a
+ * `function_call_output` in the input (400 naming `input`, `No tool output found for function
+ * call ...`, otherwise): the calls a finished previous response made, and the `function_call`
+ * items of the input itself. Calls cut short (`incomplete`) need none.
  */
-export function checkCallsAnswered(previous: Pick<StoredResponse, 'outputCalls'>, items: readonly ResponseInputItem[]): void {
+export function checkCallsAnswered(previous: Pick<StoredResponse, 'outputCalls'> | null, items: readonly ResponseInputItem[]): void {
   const answered = new Set(items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : [])));
-  const missing = (previous.outputCalls ?? []).find((call) => call.status === 'completed' && !answered.has(call.callId));
-  if (missing) throw invalidRequest('input', `No tool output found for function call ${missing.callId}.`);
+  const missing = (previous?.outputCalls ?? []).find((call) => call.status === 'completed' && !answered.has(call.callId))?.callId
+    ?? items.flatMap((item) => (item.type === 'function_call' && !answered.has(item.call_id) ? [item.call_id] : []))[0];
+  if (missing !== undefined) throw invalidRequest('input', `No tool output found for function call ${missing}.`);
 }

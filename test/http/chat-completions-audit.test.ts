@@ -44,6 +44,32 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
       400, 'invalid_request', 'messages[0].content[0].type');
   }));
 
+  test('a tool_choice object is 400 naming the field at fault: function for the Responses shape, type for another kind', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object', properties: {} } } }];
+    // The Responses API's {type, name} lacks the `function` that Chat Completions names the function in.
+    await expectError(await chat(service, { tools, tool_choice: { type: 'function', name: 'add' } }), 400, 'invalid_request', 'tool_choice.function');
+    await expectError(await chat(service, { tools, tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [] } } }),
+      400, 'invalid_request', 'tool_choice.type');
+    await expectError(await chat(service, { tools, tool_choice: { type: 'function', function: {} } }), 400, 'invalid_request', 'tool_choice.function.name');
+    await expectError(await chat(service, { tools, tool_choice: 'sometimes' }), 400, 'invalid_request', 'tool_choice');
+    const forced = await chat(service, { tools, tool_choice: { type: 'function', function: { name: 'add' } }, max_completion_tokens: 60, parallel_tool_calls: false });
+    const body = await json<ChatCompletionObject>(forced);
+    assert.equal(forced.status, 200, JSON.stringify(body));
+    assert.equal(body.choices[0]!.message.tool_calls?.[0]?.function.name, 'add');
+  }));
+
+  test('unsupported_schema names the keyword and where it is in the words of the Responses API, for formats and tools alike', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const schema = { type: 'object', properties: { a: { type: 'string', not: { const: 'x' } } } };
+      const responses = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'hi', text: { format: { type: 'json_schema', name: 'a', schema } } } });
+      const expected = await expectError(responses, 400, 'unsupported_schema', 'text.format.schema');
+      assert.match(expected, /^Unsupported JSON Schema keyword 'not' at \/properties\/a\/not: /);
+      const format = await chat(service, { response_format: { type: 'json_schema', json_schema: { name: 'a', schema } } });
+      assert.equal(await expectError(format, 400, 'unsupported_schema', 'response_format.json_schema.schema'), expected);
+      const tool = await chat(service, { tools: [{ type: 'function', function: { name: 'f', parameters: schema } }] });
+      assert.equal(await expectError(tool, 400, 'unsupported_schema', 'tools[0].function.parameters'), expected);
+    }));
+
   test('a metadata filter is never dropped: a __proto__ key matches like any other, a repeated key is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
     const tagged = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true, metadata: JSON.parse('{"__proto__": "x", "n": "1"}') as object }));
     await chat(service, { max_completion_tokens: 2, store: true, metadata: { n: '2' } });
