@@ -161,7 +161,7 @@ export const OPTIONS: readonly OptionDefinition[] = [
   { key: 'maxLoadedModels', flag: '--max-loaded-models', env: 'LMSP_MAX_LOADED_MODELS', defaultText: '1',
     description: 'models loaded at the same time', parse: integerParser(1, 64) },
   { key: 'maxRestarts', flag: '--max-restarts', env: 'LMSP_MAX_RESTARTS', defaultText: '3',
-    description: 'restarts a running task survives before it fails with server_restarted', parse: integerParser(0, 1000) },
+    description: 'interruptions (restarts of the service, deaths of its runner process) a running task survives before it fails', parse: integerParser(0, 1000) },
   { key: 'idempotencyTtlMs', flag: '--idempotency-ttl', env: 'LMSP_IDEMPOTENCY_TTL', defaultText: '24h',
     description: 'how long Idempotency-Key results are kept', parse: durationParser('duration') },
   { key: 'bodyLimitBytes', flag: '--body-limit', env: 'LMSP_BODY_LIMIT', defaultText: '1MiB',

@@ -37,7 +37,7 @@ export const OUTPUT_STATUSES = ['running', 'cancelling'] as const satisfies read
 export const RESTART_POLICIES = ['fail', 'retry', 'resume'] as const;
 export type RestartPolicy = (typeof RESTART_POLICIES)[number];
 
-/** LMSP 7.2: the only status changes allowed while the service runs. */
+/** LMSP 7.2: the only status changes allowed while the service runs (besides the recovery table, for a task whose runner died). */
 export const TRANSITIONS: Readonly<Record<TaskStatus, readonly TaskStatus[]>> = Object.freeze({
   queued: ['loading', 'running', 'cancelled'],
   loading: ['running', 'failed', 'cancelling'],
@@ -84,7 +84,7 @@ export function responseIdOf(task: Pick<Task, 'id' | 'kind' | 'responseId'>): st
   return task.responseId;
 }
 
-/** A task that was working (loading or running) when the service stopped counts a restart (LMSP 7.5 `max_restarts`). */
+/** A task that was working (loading or running) when the service stopped, or its runner died, counts a restart (LMSP 7.5 `max_restarts`). */
 export function wasInterrupted(status: TaskStatus): boolean {
   return status === 'loading' || status === 'running';
 }
@@ -119,9 +119,9 @@ export function canTransition(from: TaskStatus, to: TaskStatus): boolean {
 }
 
 /**
- * Throws unless `from -> to` is allowed. At startup the recovery table applies instead, where a
- * state may also stay as it is (a resumed task stays running), and a task interrupted more than
- * `max_restarts` times fails (LMSP 7.5).
+ * Throws unless `from -> to` is allowed. At startup, and when a task's runner process dies, the
+ * recovery table applies instead, where a state may also stay as it is (a resumed task stays
+ * running), and a task interrupted more than `max_restarts` times fails (LMSP 7.5).
  */
 export function assertTransition(from: TaskStatus, to: TaskStatus, phase: 'run' | 'recovery' = 'run'): void {
   if (phase === 'recovery') {
@@ -167,7 +167,7 @@ export interface Task {
   status: TaskStatus;
   onRestart: RestartPolicy;
   attempt: number;
-  /** Times found loading or running at startup. */
+  /** Times its run was interrupted: found loading or running at startup, or its runner process died (LMSP 7.5 `max_restarts`). */
   restarts: number;
   createdAt: number;
   startedAt: number | null;

@@ -73,6 +73,18 @@ export class EngineError extends Error {
 }
 
 /**
+ * The process generating ended without being asked to (a crash inside llama.cpp, the system
+ * killed it): nothing was wrong with the task, so the caller may run it again. Its code is the
+ * one a task gets when it is not run again.
+ */
+export class EngineExited extends EngineError {
+  override name = 'EngineExited';
+  constructor(message: string) {
+    super('engine_error', message);
+  }
+}
+
+/**
  * A request the engine refuses because of one of its inputs (an embedding input longer than
  * the context, a token id outside the vocabulary): a 400 naming `param`.
  */

@@ -3,15 +3,19 @@
  * `sequencesPerRunner`, one per model serving its slots as sequences of one context): spawns them on
  * demand, keeps a model loaded for `keep_alive` after its last use, holds at most
  * `max_loaded_models` models, unloading the least recently used idle one first and never one a
- * running task uses. A runner that dies fails its task with `engine_error`; the next task gets
- * a fresh runner. A cancel the runner does not honour quickly (llama.cpp cannot interrupt a
- * prompt chunk) ends the runner process.
+ * running task uses. A runner process that dies without being asked to (a crash inside
+ * llama.cpp, the system killed it) rejects each generation on it with `EngineExited`, so that
+ * the scheduler applies each task's restart policy (LMSP 7.5) and runs it again on a fresh
+ * process; one that dies while loading fails its tasks with `model_load_failed` (a model that
+ * crashes llama.cpp would crash it again). A cancel the runner does not honour quickly
+ * (llama.cpp cannot interrupt a prompt chunk) ends the runner process: that task ends
+ * cancelled, and the death of a process it asked for is never taken for a crash.
  */
 import type { DebugDelays } from '../config.js';
 import type { TaskErrorCode } from '../domain/errors.js';
 import { sleep } from '../time.js';
 import {
-  EngineError, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest, type ModelRef,
+  EngineError, EngineExited, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest, type ModelRef,
 } from './engine.js';
 import type { RunnerErrorCode, RunnerSettings } from './protocol.js';
 import { RunnerProcess, type RunnerLog } from './runner-process.js';
@@ -194,9 +198,9 @@ export class RunnerPool implements Engine {
             return true;
           }
           return false;
-        }, (reason) => {
+        }, (exit) => {
           signal.removeEventListener('abort', onAbort);
-          reject(signal.aborted ? new GenerationCancelled('cancelled while loading') : new EngineError('model_load_failed', reason));
+          reject(signal.aborted ? new GenerationCancelled('cancelled while loading') : new EngineError('model_load_failed', exit.reason));
         });
       });
     }
@@ -267,8 +271,10 @@ export class RunnerPool implements Engine {
           default:
             return false;
         }
-      }, (reason) => {
-        settle(() => reject(signal.aborted ? new GenerationCancelled('cancelled') : new EngineError('engine_error', reason)));
+      }, (exit) => {
+        // A crash reaches every generation of the runner (all its sequences): each may run again.
+        settle(() => reject(signal.aborted ? new GenerationCancelled('cancelled')
+          : exit.unexpected ? new EngineExited(exit.reason) : new EngineError('engine_error', exit.reason)));
       });
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
@@ -332,7 +338,7 @@ export class RunnerPool implements Engine {
         else if (message.type === 'cancelled') reject(new GenerationCancelled('cancelled'));
         else return false;
         return true;
-      }, (reason) => reject(new EngineError('engine_error', reason)));
+      }, (exit) => reject(new EngineError('engine_error', exit.reason)));
       signal?.addEventListener('abort', onAbort, { once: true });
     }).finally(() => {
       signal?.removeEventListener('abort', onAbort);
@@ -361,7 +367,7 @@ export class RunnerPool implements Engine {
             return true;
           }
           return false;
-        }, (reason) => reject(new EngineError('engine_error', reason)));
+        }, (exit) => reject(new EngineError('engine_error', exit.reason)));
       });
     } finally {
       if (!loaded) {

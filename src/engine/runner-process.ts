@@ -1,8 +1,8 @@
 /**
  * One runner process (engine/runner.ts) as the pool sees it: spawned on first use, pinned to its
  * CPUs when the pool was given some, with the requests waiting on it routed by request id. An
- * exit nobody asked for (a crash inside llama.cpp, the system killing it) reaches every request
- * still waiting, which then fails instead of hanging.
+ * exit reaches every request still waiting, which then fails instead of hanging, told whether
+ * anybody asked for it (`kill()`) or not (a crash inside llama.cpp, the system killing it).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -15,11 +15,19 @@ export type RunnerLog = (level: 'info' | 'warn' | 'error', message: string) => v
 
 type Handler = (message: RunnerMessage) => void;
 
+/** How a runner process ended, as the requests still waiting on it are told. */
+export interface RunnerExit {
+  /** What happened, for logs and task errors. */
+  reason: string;
+  /** Nobody asked for it (no `kill()`): a crash inside llama.cpp, or the system killed it. */
+  unexpected: boolean;
+}
+
 /** One spawned runner: its process, and the requests waiting on it. */
 interface RunnerChild {
   process: ChildProcess;
   handlers: Map<number, Handler>;
-  exitListeners: Set<(reason: string) => void>;
+  exitListeners: Set<(exit: RunnerExit) => void>;
 }
 
 export class RunnerProcess {
@@ -68,14 +76,16 @@ export class RunnerProcess {
       child.handlers.get(message.requestId)?.(message);
     });
     spawned.on('exit', (code, signal) => {
-      const reason = signal ? `the runner process was killed by ${signal}` : `the runner process exited with code ${code}`;
-      if (this.child === child) {
-        // An exit nobody asked for: a crash inside llama.cpp, or the system killed it.
+      // `kill()` lets go of its child first: one still held here ended without being asked to.
+      const unexpected = this.child === child;
+      const how = signal ? `signal ${signal}` : `exit code ${code}`;
+      const reason = unexpected ? `the engine process exited unexpectedly (${how})` : `the engine process was stopped (${how})`;
+      if (unexpected) {
         this.child = null;
         this.model = null;
         this.log?.('warn', reason);
       }
-      for (const listener of [...child.exitListeners]) listener(reason);
+      for (const listener of [...child.exitListeners]) listener({ reason, unexpected });
     });
     spawned.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
     this.child = child;
@@ -84,12 +94,12 @@ export class RunnerProcess {
 
   /** Sends a request and routes its replies to `onMessage` until it returns true (done). */
   request(build: (requestId: number) => ParentMessage, onMessage: (message: RunnerMessage) => boolean,
-    onExit: (reason: string) => void): number {
+    onExit: (exit: RunnerExit) => void): number {
     const child = this.spawn();
     const requestId = this.nextRequestId++;
-    const exitListener = (reason: string) => {
+    const exitListener = (exit: RunnerExit) => {
       child.handlers.delete(requestId);
-      onExit(reason);
+      onExit(exit);
     };
     child.exitListeners.add(exitListener);
     child.handlers.set(requestId, (message) => {

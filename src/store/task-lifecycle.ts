@@ -70,8 +70,9 @@ export class TaskLifecycle {
   /**
    * Moves `task` to `to` with `change` and the events `drafts` builds, if the stored status is
    * still `task.status` and the transition map allows the move; returns null, writing nothing,
-   * otherwise. At startup (`recovery`) the recovery table of LMSP 11.3 applies instead (where a
-   * resumed task stays running), and a move it does not allow is a bug.
+   * otherwise. At startup, and for a task whose runner process died (`recovery`), the recovery
+   * table of LMSP 11.3 applies instead (where a resumed task stays running), and a move it does
+   * not allow is a bug.
    */
   move(context: WriteContext, task: Task, to: TaskStatus, change: Partial<Task>, drafts: readonly EventDraft[],
     phase: 'run' | 'recovery' = 'run'): Task | null {

@@ -3,16 +3,19 @@
  * with queued tasks, round robin between clients and FIFO within one (fair-queue.ts). Each task
  * runs in a worker that moves it through loading and running, streams its output into the log as delta events (with the token ids that
  * make the resume snapshot) and records how it ended. A cancel accepted by the store reaches the
- * worker through the event bus and stops the generation.
+ * worker through the event bus and stops the generation. When the runner process dies under a
+ * generation, the task's restart policy applies as at startup (LMSP 7.5): a resumed task stays
+ * running and a requeued one queued, and the next free slot takes it up again, on a fresh
+ * runner process, the way it takes up tasks resumed or left queued at startup.
  */
 import { ServiceError } from '../domain/errors.js';
-import { EngineError, GenerationCancelled, type Engine, type EngineLease, type OutputUnit } from '../engine/engine.js';
+import { EngineError, EngineExited, GenerationCancelled, type Engine, type EngineLease, type OutputUnit } from '../engine/engine.js';
 import type { GeneratedToolCall } from '../engine/types.js';
 import type { Store } from '../store/index.js';
-import type { Task } from '../domain/tasks.js';
+import type { RecoveryOutcome, Task } from '../domain/tasks.js';
 import type { TaskCore } from './core.js';
 import { FairQueue } from './fair-queue.js';
-import type { TaskMachine } from './task-machine.js';
+import { engineExit, type TaskMachine } from './task-machine.js';
 
 export interface SchedulerLog {
   info(message: string, fields?: object): void;
@@ -121,7 +124,7 @@ export class Scheduler {
   private readonly engine: Engine;
   private queue: FairQueue | null = null;
 
-  constructor(private readonly core: TaskCore, private readonly options: { parallel: number; log: SchedulerLog }) {
+  constructor(private readonly core: TaskCore, private readonly options: { parallel: number; maxRestarts: number; log: SchedulerLog }) {
     this.store = core.store;
     this.machine = core.machine;
     this.engine = core.engine;
@@ -161,10 +164,16 @@ export class Scheduler {
       const abort = new AbortController();
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
-      claim.done = this.run(task, lease, abort).finally(() => {
+      let requeued = false;
+      claim.done = this.run(task, lease, abort).then((again) => {
+        requeued = again;
+      }).finally(() => {
         lease?.release();
         this.claims.delete(task.id);
         queue.released(task.clientId);
+        // Queued again while still claimed, the task was hidden from the queue, which may have
+        // let its client leave the line meanwhile: it joins again now that the task can be seen.
+        if (requeued) queue.noteQueued(task.clientId);
         this.pump();
       });
     }
@@ -174,14 +183,15 @@ export class Scheduler {
     return this.store.db.write(work) as Promise<T>;
   }
 
-  private async run(task: Task, lease: EngineLease | null, abort: AbortController): Promise<void> {
+  /** Works on the task until it ends or stops; true when its runner died and its policy queued it again. */
+  private async run(task: Task, lease: EngineLease | null, abort: AbortController): Promise<boolean> {
     const { store, machine } = this;
     let output: OutputWriter | null = null;
     try {
       const resumed = task.status === 'running';
       if (!resumed) {
         if (!lease || lease.needsLoad) {
-          if (!(await this.write<Task | null>((c) => machine.startLoading(c, task.id)))) return;
+          if (!(await this.write<Task | null>((c) => machine.startLoading(c, task.id)))) return false;
         }
       }
       if (!lease) throw new EngineError('model_not_found', `the model '${task.model}' is no longer registered`);
@@ -189,10 +199,10 @@ export class Scheduler {
         await this.core.registry.checkBeforeLoad(task.model);
         await lease.load(abort.signal);
       }
-      if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return;
+      if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return false;
 
       const current = store.tasks.get(task.id);
-      if (!current) return;
+      if (!current) return false;
       const plan = machine.generationPlan(current);
       if (!plan) throw new Error(`tasks of kind ${current.kind} do not generate`);
       const resumeTokens = resumed ? store.events.snapshotTokens(task.id, current.outputStartSeq) : [];
@@ -217,13 +227,15 @@ export class Scheduler {
       if (writer.failure) throw writer.failure;
       await this.write((c) => machine.complete(c, task.id, finishReason, toolCalls));
       this.backoffMs = 0;
+      return false;
     } catch (error) {
       await output?.flush().catch(() => undefined);
-      await this.recordFailure(task, error, output?.failure ?? null);
+      return (await this.recordFailure(task, error, output?.failure ?? null)) === 'requeued';
     }
   }
 
-  private async recordFailure(task: Task, error: unknown, storageFailure: unknown): Promise<void> {
+  /** Records how the task's run ended; for a run its runner's death ended, what its policy did. */
+  private async recordFailure(task: Task, error: unknown, storageFailure: unknown): Promise<RecoveryOutcome | null> {
     const { machine } = this;
     const storageError = storageFailure ?? (error instanceof ServiceError && error.code === 'storage_unavailable' ? error : null);
     if (storageError || this.stopped) {
@@ -238,11 +250,17 @@ export class Scheduler {
         this.resumeTimer = setTimeout(() => this.pump(), this.backoffMs + 10);
         this.resumeTimer.unref();
       }
-      return;
+      return null;
     }
     try {
       if (error instanceof GenerationCancelled) {
         await this.write((c) => machine.finishCancel(c, task.id));
+      } else if (error instanceof EngineExited) {
+        // The task did nothing wrong: its policy decides, the death counting as a restart.
+        const outcome = await this.write<RecoveryOutcome | null>((c) =>
+          machine.interrupt(c, task.id, this.options.maxRestarts, engineExit(withoutPaths(error.message))));
+        this.options.log.warn('the runner process died under the task; its restart policy applied', { task: task.id, outcome, error: error.message });
+        return outcome;
       } else if (error instanceof EngineError) {
         this.options.log.warn('task failed', { task: task.id, code: error.code, error: error.message });
         await this.write((c) => machine.fail(c, task.id, error.code, withoutPaths(error.message)));
@@ -253,6 +271,7 @@ export class Scheduler {
     } catch (writeError) {
       this.options.log.error('cannot record task outcome', { task: task.id, error: String(writeError) });
     }
+    return null;
   }
 
   /** Stops taking work and abandons the running generations without recording anything: the

@@ -56,6 +56,36 @@ export type CancelOutcome =
   | { kind: 'already_cancelled'; task: Task } // 200, no new event
   | { kind: 'not_cancellable'; task: Task }; // completed or failed: 409
 
+/** What interrupted a task's run, and what the task is told when it fails because of it. */
+export interface Interruption {
+  /** The error code of a task it fails: under `fail`, or interrupted more than `max_restarts` times. */
+  code: TaskErrorCode;
+  /** The error message under `fail`. */
+  message: string;
+  /** The error message of a task interrupted for the `restarts`th time, more than `maxRestarts`. */
+  tooMany(restarts: number, maxRestarts: number): string;
+}
+
+/** LMSP 11.3: the service stopped (a crash, a stop) while the task was unfinished. */
+export const SERVICE_RESTART: Interruption = {
+  code: 'server_restarted',
+  message: 'the service restarted before the task finished',
+  tooMany: (restarts, maxRestarts) => `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`,
+};
+
+/**
+ * The runner process generating the task died without being asked to (`reason` says how). The
+ * service did not restart, so a task this fails gets `engine_error`, as a dead runner's task
+ * always did, rather than `server_restarted`.
+ */
+export function engineExit(reason: string): Interruption {
+  return {
+    code: 'engine_error',
+    message: reason,
+    tooMany: (restarts, maxRestarts) => `the task was interrupted ${restarts} times (max_restarts is ${maxRestarts}), the last time because ${reason}`,
+  };
+}
+
 export class TaskMachine {
   private readonly handlers = new Map<TaskKind, TaskKindHandler<unknown>>();
 
@@ -235,6 +265,26 @@ export class TaskMachine {
    * when the caller has read it already (recovery reads it with the task).
    */
   recover(context: WriteContext, task: Task, maxRestarts: number, known?: unknown): RecoveryOutcome {
+    return this.applyRestartPolicy(context, task, maxRestarts, SERVICE_RESTART, known);
+  }
+
+  /**
+   * LMSP 7.5 while the service runs: the runner process generating the task died without being
+   * asked to. The task gets its policy's outcome and events exactly as at startup (`recover`),
+   * the death counting as a restart against `max_restarts`, so a task that crashes its runner
+   * every time ends failed rather than in a loop; one whose cancel was accepted ends cancelled.
+   * A resumed task stays running and a requeued one queued: the scheduler takes either up again
+   * as it does after a startup. Null, writing nothing, when the task was not loading, running or
+   * cancelling.
+   */
+  interrupt(context: WriteContext, taskId: string, maxRestarts: number, interruption: Interruption): RecoveryOutcome | null {
+    const task = this.store.tasks.get(taskId);
+    if (!task || !(wasInterrupted(task.status) || task.status === 'cancelling')) return null;
+    return this.applyRestartPolicy(context, task, maxRestarts, interruption);
+  }
+
+  private applyRestartPolicy(context: WriteContext, task: Task, maxRestarts: number, interruption: Interruption,
+    known?: unknown): RecoveryOutcome {
     if (!isUnfinished(task.status)) return 'unchanged';
     const outcome = RECOVERY[task.onRestart][task.status];
     if (outcome === 'unchanged') return 'unchanged';
@@ -243,14 +293,13 @@ export class TaskMachine {
     const restarts = wasInterrupted(task.status) ? task.restarts + 1 : task.restarts;
     if (wasInterrupted(task.status) && restarts > maxRestarts) {
       // LMSP 7.5: one poisonous task must not crash the service forever.
-      this.failNow(context, task, 'server_restarted',
-        `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`, 'recovery', { restarts }, subject);
+      this.failNow(context, task, interruption.code, interruption.tooMany(restarts, maxRestarts), 'recovery', { restarts }, subject);
       return 'failed';
     }
     const to = statusAfterRecovery(task.status, outcome);
     switch (outcome) {
       case 'failed':
-        this.failNow(context, task, 'server_restarted', 'the service restarted before the task finished', 'recovery', { restarts }, subject);
+        this.failNow(context, task, interruption.code, interruption.message, 'recovery', { restarts }, subject);
         break;
       case 'cancelled':
         this.cancelledNow(context, task, 'recovery', subject);

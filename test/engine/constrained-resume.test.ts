@@ -40,7 +40,7 @@ async function killAndResume(engine: RunnerPool, model: ModelRef, request: Reque
         for (const pid of childPids(process.pid)) process.kill(pid, 'SIGKILL');
       }
     },
-  }), { name: 'EngineError' });
+  }), { name: 'EngineExited' });
   const resumeTokens = committed.flatMap((unit) => unit.tokens);
   assert.ok(resumeTokens.length > 0 && resumeTokens.length < expectedTokens, `killed mid-way (${resumeTokens.length} of ${expectedTokens})`);
   const resumed = await runGeneration(engine, model, { ...request, taskId, resumeTokens });

@@ -16,9 +16,10 @@ async function loaded(service: TestService): Promise<Record<string, boolean>> {
 }
 
 describe('llama.cpp runners (issue: models and real inference)', () => {
-  test('a runner that dies mid-task fails that task with engine_error; the service serves the next one', { timeout: 60_000 }, () =>
+  test('a runner that dies mid-task under on_restart fail fails that task with engine_error; the service serves the next one', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
-      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 5000 });
+      // The other policies run the task again (test/crash/runner-death.test.ts).
+      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 5000, on_restart: 'fail' });
       await waitFor(async () => ((await service.client.getResponse(created.body.id)).usage?.output_tokens ?? 0) > 3);
       const runners = childPids(service.pid);
       assert.ok(runners.length >= 1, 'a runner process exists');
@@ -28,6 +29,7 @@ describe('llama.cpp runners (issue: models and real inference)', () => {
         return response.status === 'failed' ? response : null;
       });
       assert.equal(failed.error?.code, 'engine_error');
+      assert.equal(failed.error?.message, 'the engine process exited unexpectedly (signal SIGKILL)');
       assert.ok(failed.output[0]!.content[0]!.text.length > 0, 'the output so far stays');
       const next = await service.client.createResponse({ model: 'lmsp-tiny', input: 'y', max_output_tokens: 5 });
       assert.equal(next.body.status, 'incomplete');

@@ -114,7 +114,7 @@ describe('stop sequences (LMSP 13 stop)', () => {
                 for (const pid of childPids(process.pid)) process.kill(pid, 'SIGKILL');
               }
             },
-          }), { name: 'EngineError' });
+          }), { name: 'EngineExited' });
           assert.equal(textOf(committed), full.text.slice(0, 10), 'killed while holding back');
           const resumed = await runGeneration(engine, tiny, { ...request, stop: [stop], taskId, resumeTokens: tokensOf(committed) });
           assert.equal(resumed.finishReason, uninterrupted.finishReason);

@@ -17,6 +17,11 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** How long to wait for the service to be healthy. */
   timeoutMs?: number;
+  /**
+   * Starts it in a process group of its own, with its runners, as a shell starts a command: a
+   * test can then signal the whole group (`process.kill(-pid, ...)`) as Ctrl-C does.
+   */
+  ownProcessGroup?: boolean;
 }
 
 export interface TestService {
@@ -61,6 +66,7 @@ export async function startService(options: StartOptions = {}): Promise<TestServ
   const child = spawn(process.execPath, args, {
     env: { ...process.env, LMSP_LOG_LEVEL: 'warn', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.ownProcessGroup ?? false,
   });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -6,6 +6,7 @@ import {
 } from '../../src/domain/tasks.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { insertResponseTask, machineOf, makeResponseAndTask } from '../helpers/fixtures.js';
+import { engineExit } from '../../src/tasks/task-machine.js';
 
 function eventTypes(store: Store, taskId: string): string[] {
   return store.events.after(taskId, 0, 10_000).map((event) => event.type);
@@ -228,6 +229,72 @@ describe('task state machine and its log (LMSP 7, 11.2)', () => {
     assert.equal(after.status, 'failed');
     assert.equal(after.error?.code, 'server_restarted');
     assert.equal(after.restarts, 4);
+    assertGapless(store, task.id);
+  }));
+
+  for (const policy of RESTART_POLICIES) {
+    for (const status of ['loading', 'running', 'cancelling'] as const) {
+      const expected = statusAfterRecovery(status, RECOVERY[policy][status]);
+      test(`a runner that dies (LMSP 7.5): ${status} under ${policy} becomes ${expected}, as at startup`, () => withDataDir((dir) => {
+        const store = Store.open(dir);
+        const task = taskIn(store, status, policy);
+        const before = eventTypes(store, task.id);
+        const outcome = store.db.transaction((c) => machineOf(store).interrupt(c, task.id, 3, engineExit('the engine process exited unexpectedly (signal SIGKILL)')));
+        assert.equal(outcome, RECOVERY[policy][status]);
+        const after = store.tasks.get(task.id)!;
+        assert.equal(after.status, expected);
+        const added = eventTypes(store, task.id).slice(before.length);
+        if (expected === 'failed') {
+          assert.deepEqual(added, ['response.failed']);
+          assert.deepEqual(after.error, { code: 'engine_error', message: 'the engine process exited unexpectedly (signal SIGKILL)' });
+        } else if (expected === 'cancelled') {
+          assert.deepEqual(added, ['response.cancelled'], 'a cancel accepted first wins');
+        } else if (expected === 'queued') {
+          assert.deepEqual(added, ['response.queued']);
+          assert.equal(after.attempt, policy === 'retry' ? 2 : 1);
+        } else {
+          assert.deepEqual(added, ['response.resumed']);
+        }
+        assert.equal(after.restarts, status === 'cancelling' ? 0 : 1, 'the death counts as a restart');
+        assertGapless(store, task.id);
+      }));
+    }
+  }
+
+  test('a runner that dies: queued and finished tasks are left alone', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    for (const status of ['queued', 'completed'] as const) {
+      const task = taskIn(store, status, 'fail');
+      const before = eventTypes(store, task.id);
+      assert.equal(store.db.transaction((c) => machineOf(store).interrupt(c, task.id, 3, engineExit('gone'))), null);
+      assert.equal(store.tasks.get(task.id)!.status, status);
+      assert.deepEqual(eventTypes(store, task.id), before);
+    }
+  }));
+
+  test('max_restarts: a task whose runner died more than max_restarts times fails with engine_error, saying why', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const task = taskIn(store, 'running', 'retry');
+    const died = engineExit('the engine process exited unexpectedly (signal SIGKILL)');
+    // A restart of the service and a runner's death count alike.
+    store.db.transaction((c) => machineOf(store).recover(c, store.tasks.get(task.id)!, 2));
+    for (const attempt of [2, 3]) {
+      const current = store.tasks.get(task.id)!;
+      assert.equal(current.status, 'queued');
+      store.db.transaction((c) => machineOf(store).startLoading(c, task.id));
+      store.db.transaction((c) => machineOf(store).startRunning(c, task.id));
+      assert.equal(store.tasks.get(task.id)!.attempt, attempt);
+      if (attempt === 3) break;
+      assert.equal(store.db.transaction((c) => machineOf(store).interrupt(c, task.id, 2, died)), 'requeued');
+    }
+    assert.equal(store.db.transaction((c) => machineOf(store).interrupt(c, task.id, 2, died)), 'failed');
+    const after = store.tasks.get(task.id)!;
+    assert.equal(after.status, 'failed');
+    assert.equal(after.restarts, 3);
+    assert.deepEqual(after.error, {
+      code: 'engine_error',
+      message: 'the task was interrupted 3 times (max_restarts is 2), the last time because the engine process exited unexpectedly (signal SIGKILL)',
+    });
     assertGapless(store, task.id);
   }));
 
