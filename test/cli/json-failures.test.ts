@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
-import { withService } from '../helpers/service.js';
+import { api, waitFor, withService } from '../helpers/service.js';
 
 interface Failure {
   error: { code: string; message: string; status?: number; param?: string | null };
@@ -61,5 +61,18 @@ describe('lmsp --json when the command fails (LMSP 12)', () => {
       const noDatabase = await runCli(['models', 'ls', '--json', '--data-dir', dataDir]);
       assert.equal(noDatabase.code, 74);
       assert.equal(failureOf(noDatabase).code, 'database_unavailable');
+    }));
+
+  test('lmsp run whose task someone else cancels exits 1; its document is the cancelled response, alone', { timeout: 90_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
+      const run = runCli(['run', 'lmsp-tiny', 'go', '--max-tokens', '5000', '--json', '--data-dir', service.dataDir]);
+      const task = await waitFor(async () => (await service.client.listTasks({ status: ['running'] })).data[0]);
+      assert.equal((await api(service, `/v1/tasks/${task.id}/cancel`, { method: 'POST' })).status, 202);
+      const ran = await run;
+      assert.equal(ran.code, 1, ran.stderr);
+      assert.match(ran.stderr, /was cancelled/);
+      const printed = JSON.parse(ran.stdout) as { object: string; status: string };
+      assert.equal(printed.object, 'response');
+      assert.equal(printed.status, 'cancelled');
     }));
 });

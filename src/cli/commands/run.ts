@@ -89,8 +89,10 @@ export function registerRun(program: Command): void {
         process.stderr.write(`[${final.status}: ${final.usage?.input_tokens ?? 0} tokens in, ${tokens} out${rate}]\n`);
       }
       if (final?.status === 'failed') {
-        throw new CliError(`the response failed: ${final.error?.code}: ${final.error?.message}`);
+        throw new CliError(`the response failed: ${final.error?.code}: ${final.error?.message}`, 1, final.error?.code ?? 'task_failed');
       }
       if (cancelling) process.exitCode = 130;
+      // Cancelled by someone else (`lmsp tasks cancel`, the dashboard): the text is not whole.
+      else if (final?.status === 'cancelled') throw new CliError(`the response ${final.id} was cancelled before it finished`, 1, 'task_cancelled');
     }));
 }
