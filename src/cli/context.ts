@@ -10,7 +10,7 @@ import { ConfigError, resolveConfig, resolveDataDir, STORED_CONFIG_PREFIX, type 
 import { ServiceError } from '../domain/errors.js';
 import { ModelRegistry } from '../models/registry.js';
 import { SERVICE_FILE, type ServiceInfo } from '../service.js';
-import { DatabaseOpenError, Store } from '../store/index.js';
+import { DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, Store } from '../store/index.js';
 import { isDataDirLocked } from '../store/lock.js';
 import { readServiceId } from '../store/service-config.js';
 import { newTaskMachine } from '../tasks/core.js';
@@ -19,10 +19,23 @@ import type { TaskMachine } from '../tasks/task-machine.js';
 export const EXIT_USAGE = 2;
 export const EXIT_NOT_RUNNING = 3;
 
+/** The `code` of a failure of the command itself, as `--json` prints it, by exit code. */
+const CLI_ERROR_CODES: Readonly<Record<number, string>> = { [EXIT_USAGE]: 'invalid_usage', [EXIT_NOT_RUNNING]: 'service_not_running' };
+
 export class CliError extends Error {
-  constructor(message: string, readonly exitCode = 1) {
+  constructor(message: string, readonly exitCode = 1, readonly code = CLI_ERROR_CODES[exitCode] ?? 'command_failed') {
     super(message);
   }
+}
+
+/** A number option, or a usage error (exit 2) naming it: never a value silently dropped. */
+export function numberOption(name: string, value: string, { integer = false, min = -Infinity } = {}): number {
+  const parsed = value.trim() === '' ? NaN : Number(value);
+  if (!Number.isFinite(parsed) || (integer && !Number.isInteger(parsed))) {
+    throw new CliError(`${name}: expected ${integer ? 'an integer' : 'a number'}, got '${value}'`, EXIT_USAGE);
+  }
+  if (parsed < min) throw new CliError(`${name}: expected at least ${min}, got '${value}'`, EXIT_USAGE);
+  return parsed;
 }
 
 export interface CommonOptions {
@@ -41,7 +54,16 @@ export function dataDirOf(options: CommonOptions): string {
   return resolveDataDir(options.dataDir);
 }
 
+/** Whether this process has begun its `--json` document: a failure after that adds no second one. */
+let jsonDocumentBegun = false;
+
+/** Marks the `--json` document as begun, for a command that writes it piece by piece. */
+export function beginJsonDocument(): void {
+  jsonDocumentBegun = true;
+}
+
 export function printJson(value: unknown): void {
+  beginJsonDocument();
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
@@ -130,25 +152,56 @@ export async function operatorClient(options: CommonOptions): Promise<LmspClient
   return client;
 }
 
-/** Runs a command's action, turning known failures into a message and an exit code. */
+function databaseErrorCode(exitCode: number): string {
+  if (exitCode === EXIT_DATABASE_TOO_NEW) return 'database_too_new';
+  if (exitCode === EXIT_DATABASE_UNAVAILABLE) return 'database_unavailable';
+  return 'database_not_usable';
+}
+
+/** What `--json` prints on stdout when a command fails: the API's error shape. */
+export interface CliFailure {
+  code: string;
+  message: string;
+  /** The HTTP status, when the service refused the request. */
+  status?: number;
+  param?: string | null;
+}
+
+/**
+ * Runs a command's action, turning known failures into a message and an exit code. With
+ * `--json` the failure is the command's one JSON document on stdout too (LMSP 12), unless the
+ * command had already begun printing its own.
+ */
 export function action<A extends unknown[]>(run: (...args: A) => Promise<void> | void): (...args: A) => Promise<void> {
   return async (...args: A) => {
+    const json = (args.at(-1) as Command | undefined)?.opts?.().json === true;
+    const failWith = (failure: CliFailure, text: string, exitCode: number): never => fail(text, exitCode, json ? failure : undefined);
     try {
       await run(...args);
     } catch (error) {
-      if (error instanceof CliError) fail(error.message, error.exitCode);
-      if (error instanceof DatabaseOpenError) fail(error.message, error.exitCode);
-      if (error instanceof ConfigError) fail(error.message, EXIT_USAGE);
-      if (error instanceof LmspApiError) fail(`${error.message} (${error.status} ${error.code})`, 1);
-      if (error instanceof ServiceError) fail(`${error.message} (${error.code})`, 1);
-      if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') fail('cannot reach the lmsp service: is it running?', EXIT_NOT_RUNNING);
+      if (error instanceof CliError) failWith({ code: error.code, message: error.message }, error.message, error.exitCode);
+      if (error instanceof DatabaseOpenError) failWith({ code: databaseErrorCode(error.exitCode), message: error.message }, error.message, error.exitCode);
+      if (error instanceof ConfigError) failWith({ code: 'invalid_usage', message: error.message }, error.message, EXIT_USAGE);
+      if (error instanceof LmspApiError) {
+        failWith({ status: error.status, code: error.code, message: error.message, param: error.param },
+          `${error.message} (${error.status} ${error.code})`, 1);
+      }
+      if (error instanceof ServiceError) {
+        failWith({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.code})`, 1);
+      }
+      if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') {
+        const message = 'cannot reach the lmsp service: is it running?';
+        failWith({ code: 'service_not_running', message }, message, EXIT_NOT_RUNNING);
+      }
       throw error;
     }
   };
 }
 
-export function fail(message: string, exitCode: number): never {
+/** Ends the command: the message on stderr and, for `--json`, the failure as its document on stdout. */
+export function fail(message: string, exitCode: number, failure?: CliFailure): never {
   process.stderr.write(`lmsp: ${message}\n`);
+  if (failure && !jsonDocumentBegun) printJson({ error: failure });
   process.exit(exitCode);
 }
 

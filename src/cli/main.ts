@@ -11,6 +11,7 @@ import { registerRun } from './commands/run.js';
 import { registerServe } from './commands/serve.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerTop } from './commands/top.js';
+import { EXIT_USAGE, printJson } from './context.js';
 
 // `lmsp tasks events ID | head`: a reader that stops early is no error; end quietly, as other
 // command-line tools do (a streaming `lmsp run` then cancels its task, as on a disconnect).
@@ -24,7 +25,17 @@ program
   .name('lmsp')
   .description('Run language models on this machine as a durable HTTP service (LMSP 1.0).')
   .version(SOFTWARE_VERSION)
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Before any command is added, so that every command inherits it: a command line that
+  // commander cannot parse (an unknown command or option, a missing argument, a group without
+  // its subcommand) is a usage error, exit 2 like every other one, and with --json the failure
+  // is the one JSON document on stdout (LMSP 12). Help and --version still exit 0.
+  .exitOverride((error) => {
+    if (error.exitCode === 0) process.exit(0);
+    // commander has said what is wrong on stderr already.
+    if (process.argv.includes('--json')) printJson({ error: { code: 'invalid_usage', message: error.message.replace(/^error: /, '') } });
+    process.exit(EXIT_USAGE);
+  });
 
 registerServe(program);
 registerPair(program);

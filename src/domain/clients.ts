@@ -7,6 +7,9 @@ export type Scope = (typeof SCOPES)[number];
 /** What a new pairing grants when the operator names no scopes. */
 export const DEFAULT_SCOPES: readonly Scope[] = ['responses', 'models:read'];
 
+/** The longest a pairing code may stay valid, however it is made (API, CLI, dashboard): a week. */
+export const MAX_PAIRING_TTL_SECONDS = 7 * 24 * 3600;
+
 export interface Client {
   id: string;
   name: string;

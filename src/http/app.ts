@@ -25,6 +25,7 @@ import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
 import { metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
+import { lastEventIdOf } from './streams.js';
 
 /** JSON Pointer of an ajv error to an OpenAI-style param: `/input/0/role` -> `input[0].role`. */
 export function paramFromPointer(pointer: string, missing?: string): string | null {
@@ -193,6 +194,10 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
 
   guard = registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);
+  // LMSP 2: a malformed Last-Event-ID is a 400 wherever it is sent, once the client is known.
+  app.addHook('onRequest', async (request) => {
+    lastEventIdOf(request);
+  });
   registerMetrics(app, metricsOf(context));
   await registerDashboard(app);
   registerServiceRoutes(app, context);

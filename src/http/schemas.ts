@@ -4,7 +4,7 @@
  * Unknown fields are ignored, as LMSP section 2 asks.
  */
 import { RESTART_POLICIES, TASK_STATUSES } from '../domain/tasks.js';
-import { SCOPES } from '../domain/clients.js';
+import { MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
@@ -221,7 +221,7 @@ export const pairingCodeBody = {
   properties: {
     name: { type: ['string', 'null'], maxLength: 200 },
     scopes: { type: 'array', items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
-    ttl_seconds: { type: 'integer', minimum: 1, maximum: 7 * 24 * 3600 },
+    ttl_seconds: { type: 'integer', minimum: 1, maximum: MAX_PAIRING_TTL_SECONDS },
   },
 } as const;
 

@@ -33,13 +33,21 @@ export async function streamTaskEvents(context: AppContext, reply: FastifyReply,
 const DECIMAL = /^\d{1,15}$/;
 
 /**
- * Where a stream starts: after the `Last-Event-ID` a reconnecting EventSource names (LMSP 7.3),
- * else after `starting_after`. A `Last-Event-ID` that is not a decimal integer is a 400 (LMSP 2).
+ * The request's `Last-Event-ID`, null when it has none. One that is not a decimal integer is a
+ * 400 on any request (LMSP 2 states it without a condition), not only where a stream reads it.
  */
-export function streamStart(request: FastifyRequest, startingAfter: number | undefined): number {
+export function lastEventIdOf(request: FastifyRequest): number | null {
   const header = request.headers['last-event-id'];
-  if (header === undefined) return startingAfter ?? 0;
+  if (header === undefined) return null;
   const value = Array.isArray(header) ? header.join(',') : header;
   if (!DECIMAL.test(value)) throw invalidRequest('Last-Event-ID', 'Last-Event-ID must be a decimal integer (the sequence number of the last event seen).');
   return Number(value);
+}
+
+/**
+ * Where a stream starts: after the `Last-Event-ID` a reconnecting EventSource names (LMSP 7.3),
+ * else after `starting_after`.
+ */
+export function streamStart(request: FastifyRequest, startingAfter: number | undefined): number {
+  return lastEventIdOf(request) ?? startingAfter ?? 0;
 }

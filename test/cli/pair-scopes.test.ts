@@ -21,11 +21,16 @@ describe('lmsp pair --scopes (LMSP sections 4 and 12)', () => {
       assert.match(unknown.stderr, /unknown scope bogus/);
     }));
 
-  test('--ttl takes the durations of LMSP 12; under a second is refused as too short, not as malformed', { timeout: 60_000 }, () =>
+  test('--ttl takes the durations of LMSP 12; under a second or over a week is refused as out of range, not as malformed', { timeout: 60_000 }, () =>
     withDataDir(async (dataDir) => {
       const short = await runCli(['pair', '--ttl', '500ms', '--data-dir', dataDir]);
       assert.equal(short.code, 2);
       assert.match(short.stderr, /at least 1s/);
+      // The API's bound (ttl_seconds at most a week) holds without the service too.
+      const long = await runCli(['pair', '--ttl', '8d', '--data-dir', dataDir]);
+      assert.equal(long.code, 2, long.stderr);
+      assert.match(long.stderr, /at most 7d/);
+      assert.equal((await runCli(['pair', '--ttl', '7d', '--data-dir', dataDir])).code, 0);
       const paired = await runCli(['pair', '--ttl', '1500ms', '--json', '--data-dir', dataDir]);
       assert.equal(paired.code, 0, paired.stderr);
       const expiresAt = (JSON.parse(paired.stdout) as { expires_at: number }).expires_at;

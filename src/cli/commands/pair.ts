@@ -1,7 +1,7 @@
 /** `lmsp pair`: make a pairing code, with the service running or not (LMSP section 4). */
 import type { Command } from 'commander';
 import type { PairingCodeObject } from '../../api/types.js';
-import { DEFAULT_SCOPES, isScope, SCOPES, type Scope } from '../../domain/clients.js';
+import { DEFAULT_SCOPES, isScope, MAX_PAIRING_TTL_SECONDS, SCOPES, type Scope } from '../../domain/clients.js';
 import { issuePairingCode } from '../../tasks/pairing.js';
 import { parseDuration } from '../../time.js';
 import { action, CliError, EXIT_USAGE, formatTime, openOffline, printJson, runningService, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
@@ -28,6 +28,8 @@ export function registerPair(program: Command): void {
       if (ttlMs === null) throw new CliError(`--ttl: expected a duration like 30s, 10m or 1h, got '${options.ttl}'`, EXIT_USAGE);
       // LMSP 12: 500ms is a duration, but codes expire in whole seconds (`expires_at`).
       if (ttlMs < 1000) throw new CliError(`--ttl: a pairing code lives at least 1s, got '${options.ttl}'`, EXIT_USAGE);
+      // The same bound as the API's, with the service running or not.
+      if (ttlMs > MAX_PAIRING_TTL_SECONDS * 1000) throw new CliError(`--ttl: a pairing code lives at most 7d, got '${options.ttl}'`, EXIT_USAGE);
       const scopes = parseScopes(options.scopes);
       const request = { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs };
       const client = await serviceClient(options);

@@ -87,8 +87,9 @@ function report(model: ModelObject, json: boolean | undefined): void {
 /** What a finished pull means for the command: the model, or an error and an exit status. */
 function outcomeOf(task: TaskObject, model: ModelObject | null): ModelObject {
   if (task.status === 'completed' && model) return model;
-  if (task.status === 'cancelled') throw new CliError(`the pull ${task.id} was cancelled`, EXIT_CANCELLED);
-  throw new CliError(`the pull ${task.id} failed: ${task.error?.message ?? 'unknown error'} (${task.error?.code ?? task.status})`, 1);
+  if (task.status === 'cancelled') throw new CliError(`the pull ${task.id} was cancelled`, EXIT_CANCELLED, 'task_cancelled');
+  const code = task.error?.code ?? 'task_failed';
+  throw new CliError(`the pull ${task.id} failed: ${task.error?.message ?? 'unknown error'} (${code})`, 1, code);
 }
 
 /** Ctrl-C: the first cancels the pull, a second leaves at once. Returns the function that stops listening. */

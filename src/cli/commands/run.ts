@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../api/types.js';
 import { RESTART_POLICIES, type RestartPolicy } from '../../domain/tasks.js';
-import { action, CliError, EXIT_USAGE, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_USAGE, numberOption, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface RunOptions extends CommonOptions {
   background?: boolean;
@@ -17,10 +17,7 @@ interface RunOptions extends CommonOptions {
 }
 
 function number(name: string, value: string | undefined, integer: boolean): number | undefined {
-  if (value === undefined) return undefined;
-  const parsed = Number(value);
-  if (!Number.isFinite(parsed) || (integer && !Number.isInteger(parsed))) throw new CliError(`${name}: expected ${integer ? 'an integer' : 'a number'}, got '${value}'`, EXIT_USAGE);
-  return parsed;
+  return value === undefined ? undefined : numberOption(name, value, { integer });
 }
 
 export function registerRun(program: Command): void {
@@ -92,8 +89,10 @@ export function registerRun(program: Command): void {
         process.stderr.write(`[${final.status}: ${final.usage?.input_tokens ?? 0} tokens in, ${tokens} out${rate}]\n`);
       }
       if (final?.status === 'failed') {
-        throw new CliError(`the response failed: ${final.error?.code}: ${final.error?.message}`);
+        throw new CliError(`the response failed: ${final.error?.code}: ${final.error?.message}`, 1, final.error?.code ?? 'task_failed');
       }
       if (cancelling) process.exitCode = 130;
+      // Cancelled by someone else (`lmsp tasks cancel`, the dashboard): the text is not whole.
+      else if (final?.status === 'cancelled') throw new CliError(`the response ${final.id} was cancelled before it finished`, 1, 'task_cancelled');
     }));
 }

@@ -3,7 +3,9 @@ import type { Command } from 'commander';
 import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { sleep } from '../../time.js';
-import { action, formatTime, operatorClient, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
+import {
+  action, beginJsonDocument, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
+} from '../context.js';
 
 /** One line per event, for people. */
 export function describeEvent(event: TaskEvent): string {
@@ -37,7 +39,8 @@ export function registerTasks(program: Command): void {
     .option('--status <list>', 'comma-separated statuses, e.g. queued,running')
     .option('--limit <n>', 'how many', '20'))
     .action(action(async (options: CommonOptions & { status?: string; limit: string }) => {
-      const list = await (await operatorClient(options)).listTasks({ status: options.status?.split(','), limit: Number(options.limit) });
+      const limit = numberOption('--limit', options.limit, { integer: true, min: 1 });
+      const list = await (await operatorClient(options)).listTasks({ status: options.status?.split(','), limit });
       if (options.json) return printJson({ object: 'list', ...list });
       process.stdout.write(`${table(taskRows(list.data), ['id', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
     }));
@@ -68,19 +71,20 @@ export function registerTasks(program: Command): void {
     .option('--after <n>', 'only events after this sequence number', '0')
     .option('--follow', 'keep following until the task finishes, reconnecting if the connection drops'))
     .action(action(async (id: string, options: CommonOptions & { after: string; follow?: boolean }) => {
+      let last = numberOption('--after', options.after, { integer: true, min: 0 });
       const client = await operatorClient(options);
       // LMSP 12: --json is one JSON document, the list of events, written as they come (one
       // event a line inside it), so that --follow still shows them live.
       let printed = 0;
       const print = (event: TaskEvent) => {
         if (!options.json) return void process.stdout.write(`${describeEvent(event)}\n`);
+        beginJsonDocument();
         process.stdout.write(`${printed === 0 ? '{"object":"list","data":[\n' : ',\n'}${JSON.stringify(event)}`);
         printed += 1;
       };
       const close = () => {
         if (options.json) process.stdout.write(`${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":false}\n`);
       };
-      let last = Number(options.after);
       if (!options.follow) {
         for (;;) {
           const page = await client.taskEvents(id, last, 1000);
