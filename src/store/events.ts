@@ -103,6 +103,20 @@ export function holeOf(shape: Pick<Shape, 'prefix' | 'suffix'>, json: string): s
   return typeof text === 'string' && JSON.stringify(text) === middle ? text : null;
 }
 
+/**
+ * A query of the text of one task's `delta` events after a sequence number, concatenated in
+ * order, as its one column `text`: `taskId` and `after` are SQL expressions (a parameter, a column).
+ */
+function textOfDeltas(delta: TextDelta, taskId: string, after: string): string {
+  const path = quote(delta.path);
+  return `SELECT group_concat(CASE
+      WHEN l.shape IS NULL THEN json_extract(l.data, ${path})
+      WHEN s.path = ${path} THEN l.data
+      ELSE json_extract(s.prefix || json_quote(l.data) || s.suffix, ${path}) END, '' ORDER BY l.sequence_number) AS text
+    FROM task_log l LEFT JOIN task_event_shapes s ON s.id = l.shape
+    WHERE l.task_id = ${taskId} AND l.sequence_number > ${after} AND coalesce(l.type, s.type) = ${quote(delta.type)}`;
+}
+
 export class EventTable {
   private readonly appendStatement;
   private readonly appendShapedStatement;
@@ -110,6 +124,7 @@ export class EventTable {
   private readonly insertShapeStatement;
   private readonly afterStatement;
   private readonly outputTextStatements = new Map<string, Statement<[string, number], { text: string | null }>>();
+  private readonly outputTextsStatements = new Map<string, Statement<[string], { id: string; text: string | null }>>();
   private readonly tokensStatement;
   private readonly deleteStatement;
   private readonly deleteBatchStatement;
@@ -173,17 +188,27 @@ export class EventTable {
     const key = `${delta.type}\u0000${delta.path}`;
     let statement = this.outputTextStatements.get(key);
     if (!statement) {
-      const path = quote(delta.path);
-      statement = this.db.prepare<[string, number], { text: string | null }>(`
-        SELECT group_concat(CASE
-            WHEN l.shape IS NULL THEN json_extract(l.data, ${path})
-            WHEN s.path = ${path} THEN l.data
-            ELSE json_extract(s.prefix || json_quote(l.data) || s.suffix, ${path}) END, '' ORDER BY l.sequence_number) AS text
-        FROM task_log l LEFT JOIN task_event_shapes s ON s.id = l.shape
-        WHERE l.task_id = ? AND l.sequence_number > ? AND coalesce(l.type, s.type) = ${quote(delta.type)}`);
+      statement = this.db.prepare<[string, number], { text: string | null }>(textOfDeltas(delta, '?', '?'));
       this.outputTextStatements.set(key, statement);
     }
     return statement.get(taskId, afterSequence)?.text ?? '';
+  }
+
+  /**
+   * `outputText` of many tasks in one statement (recovery reads a window's at once), by task id;
+   * a task without such events has ''.
+   */
+  outputTexts(tasks: ReadonlyArray<{ taskId: string; afterSequence: number }>, delta: TextDelta): Map<string, string> {
+    if (tasks.length === 0) return new Map();
+    const key = `${delta.type}\u0000${delta.path}`;
+    let statement = this.outputTextsStatements.get(key);
+    if (!statement) {
+      statement = this.db.prepare<[string], { id: string; text: string | null }>(
+        `SELECT j.value ->> 0 AS id, (${textOfDeltas(delta, 'j.value ->> 0', 'j.value ->> 1')}) AS text FROM json_each(?) AS j`);
+      this.outputTextsStatements.set(key, statement);
+    }
+    const rows = statement.all(JSON.stringify(tasks.map((task) => [task.taskId, task.afterSequence])));
+    return new Map(rows.map((row) => [row.id, row.text ?? '']));
   }
 
   /** The token ids of the delta events after `afterSequence`: the resume snapshot. */

@@ -5,7 +5,7 @@ import type { ChatCompletionHeader, ChatCompletionMessage, ChatToolCall, StoredC
 import type { Task } from '../domain/tasks.js';
 import type { EngineMessage } from '../engine/engine.js';
 import type { Store } from '../store/index.js';
-import type { GenerationPlan, TaskKindHandler } from './task-machine.js';
+import { withOutput, type GenerationPlan, type TaskKindHandler } from './task-machine.js';
 
 /** The chat completion of a `chat_completion` task; throws for another kind, which is a bug. */
 export function completionIdOf(task: Pick<Task, 'id' | 'kind' | 'completionId'>): string {
@@ -106,6 +106,7 @@ export function chatCompletionKind(store: Store): TaskKindHandler<ChatCompletion
     outputText(task: Task): string {
       return task.outputTokens === 0 ? '' : store.events.outputText(task.id, task.outputStartSeq, CHAT_TEXT_DELTA);
     },
+    outputTexts: (tasks) => store.events.outputTexts(withOutput(tasks), CHAT_TEXT_DELTA),
     generation(task: Task) {
       const completion = store.chatCompletions.get(completionIdOf(task));
       if (!completion) throw new Error(`chat completion ${completionIdOf(task)} of task ${task.id} is missing`);

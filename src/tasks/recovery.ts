@@ -27,8 +27,11 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
       // The window's moves are written together when it ends (`deferring`): nothing else writes at startup.
       const context = store.lifecycle.deferring(transaction);
       const ephemeral: string[] = [];
-      for (const { task, header } of store.tasks.toRecover(after, after + WINDOW)) {
-        const outcome = machine.recover(context, task, maxRestarts, header ?? undefined);
+      const window = store.tasks.toRecover(after, after + WINDOW);
+      // The partial texts the window's events carry, read in one statement per kind.
+      const texts = machine.outputTexts(window.map(({ task }) => task));
+      for (const { task, header } of window) {
+        const outcome = machine.recover(context, task, maxRestarts, header ?? undefined, texts.get(task.id));
         report[outcome] += 1;
         // `store: false` responses and chat completions that have now finished are not kept (LMSP 6, 13).
         const kept = header ? header.store : task.completionId === null || (store.chatCompletions.getHeader(task.completionId)?.store ?? true);

@@ -9,7 +9,7 @@ import { responseIdOf, type EventDraft, type Task, type TaskStatus } from '../do
 import type { Store } from '../store/index.js';
 import { outputConstraintOf } from './response-format.js';
 import { ToolOutputCache } from './response-tool-output.js';
-import type { TaskKindHandler } from './task-machine.js';
+import { withOutput, type TaskKindHandler } from './task-machine.js';
 
 /** A response given tools has items announced as they come (LMSP 6.2); one without keeps its single message. */
 export function hasTools(header: Pick<ResponseHeader, 'tools'>): boolean {
@@ -39,6 +39,7 @@ export function responseKind(store: Store, toolOutput = new ToolOutputCache(stor
       // No token in this attempt means no delta to read (recovery of many idle tasks skips the query).
       return task.outputTokens === 0 ? '' : store.events.outputText(task.id, task.outputStartSeq, RESPONSE_TEXT_DELTA);
     },
+    outputTexts: (tasks) => store.events.outputTexts(withOutput(tasks), RESPONSE_TEXT_DELTA),
     generation(task: Task) {
       const response = store.responses.get(responseIdOf(task));
       if (!response) throw new Error(`response ${responseIdOf(task)} of task ${task.id} is missing`);

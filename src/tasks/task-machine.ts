@@ -27,6 +27,8 @@ export interface TaskKindHandler<S> {
   load(task: Task): S;
   /** The text the task's current attempt has produced so far. */
   outputText(task: Task): string;
+  /** `outputText` of many tasks in one read, by task id, where the kind can; tasks left out are read alone. */
+  outputTexts?(tasks: readonly Task[]): Map<string, string>;
   /** The task reached a final status with this output (it is kept with the task's record). */
   finalized(subject: S, task: Task, text: string): void;
   /** For kinds that generate with a model: what to generate, read from the task's record. */
@@ -47,6 +49,14 @@ export interface TaskKindHandler<S> {
     /** For kinds that report progress other than output (a pull's bytes): what a report writes. */
     progress?(subject: S, report: unknown): EventDraft[];
   };
+}
+
+/**
+ * The tasks whose current attempt has output, as `EventTable.outputTexts` reads them: the others
+ * have no delta to read.
+ */
+export function withOutput(tasks: readonly Task[]): Array<{ taskId: string; afterSequence: number }> {
+  return tasks.filter((task) => task.outputTokens > 0).map((task) => ({ taskId: task.id, afterSequence: task.outputStartSeq }));
 }
 
 export type CancelOutcome =
@@ -106,6 +116,24 @@ export class TaskMachine {
   /** The text of the task's current attempt so far (LMSP 7.3: the concatenation of its deltas). */
   outputText(task: Task): string {
     return this.handler(task).outputText(task);
+  }
+
+  /**
+   * `outputText` of many tasks, read together where their kind can (recovery's windows), by task
+   * id; a task left out is read alone when needed.
+   */
+  outputTexts(tasks: readonly Task[]): Map<string, string> {
+    const texts = new Map<string, string>();
+    const byKind = new Map<TaskKind, Task[]>();
+    for (const task of tasks) {
+      const ofKind = byKind.get(task.kind);
+      if (ofKind) ofKind.push(task);
+      else byKind.set(task.kind, [task]);
+    }
+    for (const [kind, ofKind] of byKind) {
+      for (const [id, text] of this.handlers.get(kind)?.outputTexts?.(ofKind) ?? []) texts.set(id, text);
+    }
+    return texts;
   }
 
   /** What the task's generation asks of the engine; null for kinds that do not generate. */
@@ -206,10 +234,10 @@ export class TaskMachine {
   }
 
   private failNow(context: WriteContext, task: Task, code: TaskErrorCode, message: string, phase: 'run' | 'recovery',
-    change: Partial<Task> = {}, known?: unknown): Task | null {
+    change: Partial<Task> = {}, known?: unknown, knownText?: string): Task | null {
     const handler = this.handler(task);
     const subject = known ?? handler.load(task);
-    const text = handler.outputText(task);
+    const text = knownText ?? handler.outputText(task);
     const failed = this.store.lifecycle.move(context, task, 'failed', { ...change, finishedAt: nowSeconds(), error: { code, message } },
       handler.events.failed(subject, text), phase);
     if (failed) handler.finalized(subject, failed, text);
@@ -249,10 +277,10 @@ export class TaskMachine {
     return this.cancelledNow(context, task, 'run');
   }
 
-  private cancelledNow(context: WriteContext, task: Task, phase: 'run' | 'recovery', known?: unknown): Task | null {
+  private cancelledNow(context: WriteContext, task: Task, phase: 'run' | 'recovery', known?: unknown, knownText?: string): Task | null {
     const handler = this.handler(task);
     const subject = known ?? handler.load(task);
-    const text = handler.outputText(task);
+    const text = knownText ?? handler.outputText(task);
     const cancelled = this.store.lifecycle.move(context, task, 'cancelled', { finishedAt: nowSeconds() },
       handler.events.cancelled(subject, text), phase);
     if (cancelled) handler.finalized(subject, cancelled, text);
@@ -262,10 +290,11 @@ export class TaskMachine {
   /**
    * LMSP 11.3 and 7.5 for one task found unfinished at startup: its policy's outcome and the
    * events of 7.5, in the caller's transaction. `known` is what the task's events are made from,
-   * when the caller has read it already (recovery reads it with the task).
+   * and `knownText` its output so far, when the caller has read them already (recovery reads the
+   * first with the task and the second with its window's, `outputTexts`).
    */
-  recover(context: WriteContext, task: Task, maxRestarts: number, known?: unknown): RecoveryOutcome {
-    return this.applyRestartPolicy(context, task, maxRestarts, SERVICE_RESTART, known);
+  recover(context: WriteContext, task: Task, maxRestarts: number, known?: unknown, knownText?: string): RecoveryOutcome {
+    return this.applyRestartPolicy(context, task, maxRestarts, SERVICE_RESTART, known, knownText);
   }
 
   /**
@@ -284,25 +313,27 @@ export class TaskMachine {
   }
 
   private applyRestartPolicy(context: WriteContext, task: Task, maxRestarts: number, interruption: Interruption,
-    known?: unknown): RecoveryOutcome {
+    known?: unknown, knownText?: string): RecoveryOutcome {
     if (!isUnfinished(task.status)) return 'unchanged';
     const outcome = RECOVERY[task.onRestart][task.status];
     if (outcome === 'unchanged') return 'unchanged';
     const handler = this.handler(task);
     const subject = known ?? handler.load(task);
+    const text = () => knownText ?? handler.outputText(task);
     const restarts = wasInterrupted(task.status) ? task.restarts + 1 : task.restarts;
     if (wasInterrupted(task.status) && restarts > maxRestarts) {
       // LMSP 7.5: one poisonous task must not crash the service forever.
-      this.failNow(context, task, interruption.code, interruption.tooMany(restarts, maxRestarts), 'recovery', { restarts }, subject);
+      this.failNow(context, task, interruption.code, interruption.tooMany(restarts, maxRestarts), 'recovery', { restarts }, subject,
+        knownText);
       return 'failed';
     }
     const to = statusAfterRecovery(task.status, outcome);
     switch (outcome) {
       case 'failed':
-        this.failNow(context, task, interruption.code, interruption.message, 'recovery', { restarts }, subject);
+        this.failNow(context, task, interruption.code, interruption.message, 'recovery', { restarts }, subject, knownText);
         break;
       case 'cancelled':
-        this.cancelledNow(context, task, 'recovery', subject);
+        this.cancelledNow(context, task, 'recovery', subject, knownText);
         break;
       case 'requeued': {
         // Under retry the new attempt drops the earlier output: it starts after this event.
@@ -311,11 +342,11 @@ export class TaskMachine {
           ? { restarts, attempt: task.attempt + 1, outputStartSeq: task.lastSequenceNumber + 1, outputTokens: 0, inputTokens: null }
           : { restarts };
         this.store.lifecycle.move(context, task, to, change,
-          handler.events.requeued(subject, retry ? '' : handler.outputText(task)), 'recovery');
+          handler.events.requeued(subject, retry ? '' : text()), 'recovery');
         break;
       }
       case 'resumed':
-        this.store.lifecycle.move(context, task, to, { restarts }, handler.events.resumed(subject, handler.outputText(task)), 'recovery');
+        this.store.lifecycle.move(context, task, to, { restarts }, handler.events.resumed(subject, text()), 'recovery');
         break;
     }
     return outcome;

@@ -184,6 +184,22 @@ describe('task state machine and its log (LMSP 7, 11.2)', () => {
     }
   }));
 
+  test('outputTexts reads a window\'s partial texts at once, as outputText reads each', () => withDataDir((dir) => {
+    const store = Store.open(dir);
+    const machine = machineOf(store);
+    const tasks = [taskIn(store, 'queued'), taskIn(store, 'loading'), taskIn(store, 'running'), taskIn(store, 'cancelling'), taskIn(store, 'running', 'retry')];
+    // A second attempt (retry) whose output is only what follows its requeue, and a longer run.
+    store.db.transaction((c) => machine.recover(c, tasks[4]!, 3));
+    store.db.transaction((c) => machine.startRunning(c, tasks[4]!.id));
+    store.db.transaction((c) => machine.appendOutput(c, tasks[4]!.id, [{ text: 'second "try" \u00e9', tokens: [20, 21] }]));
+    store.db.transaction((c) => machine.appendOutput(c, tasks[2]!.id, [{ text: ' and more', tokens: [13] }]));
+    const now = tasks.map((task) => store.tasks.get(task.id)!);
+    const texts = machine.outputTexts(now);
+    assert.deepEqual(now.map((task) => texts.get(task.id) ?? machine.outputText(task)), now.map((task) => machine.outputText(task)));
+    assert.deepEqual(now.map((task) => machine.outputText(task)), ['', '', 'abc and more', 'abc', 'second "try" \u00e9']);
+    assert.equal(texts.size, 3, 'only the tasks with output are read');
+  }));
+
   test('a deferred recovery move whose task another writer changed first rolls the whole window back', () => withDataDir((dir) => {
     const store = Store.open(dir);
     const untouched = taskIn(store, 'running', 'fail');
