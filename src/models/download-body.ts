@@ -190,7 +190,8 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
     });
     if (failure) {
       if (signal.aborted) throw failure;
-      if (opened.timedOut()) throw new DownloadError('timeout', `no data from ${describeUrl(opened.url)} for too long`, { resumable: true, cause: failure });
+      const timeout = opened.timeoutError();
+      if (timeout) throw timeout;
       throw new DownloadError('connection_lost', `the connection to ${describeUrl(opened.url)} was lost after ${received} bytes`, { resumable: true, cause: failure });
     }
     const late = await opened.closed;

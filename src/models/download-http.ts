@@ -40,8 +40,8 @@ export interface OpenedResponse {
    * server that sends more bytes than its Content-Length gets a parse error here.
    */
   closed: Promise<Error | null>;
-  /** True when the idle timeout dropped the connection. */
-  timedOut(): boolean;
+  /** The error of the idle timeout when it dropped the connection (it says how long it waited); null otherwise. */
+  timeoutError(): DownloadError | null;
   /** Drops the connection (the body is not wanted). */
   discard(): void;
   /**
@@ -82,12 +82,12 @@ function sendOnce(url: URL, headers: Record<string, string>, options: OpenOption
   // A connection of its own (agent: false): nothing is left pooled, and a body that overruns
   // its Content-Length is reported instead of being read as the start of a next response.
   const request = client.request(url, { method: 'GET', headers, agent: false, signal: options.signal });
-  let timedOut = false;
+  let timedOut: DownloadError | null = null;
   let lateError: Error | null = null;
   const closed = new Promise<Error | null>((resolve) => request.once('close', () => resolve(lateError)));
   request.setTimeout(options.idleTimeoutMs, () => {
-    timedOut = true;
-    request.destroy(new DownloadError('timeout', `no data from ${describeUrl(url)} for ${options.idleTimeoutMs} ms`, { resumable: true }));
+    timedOut = new DownloadError('timeout', `no data from ${describeUrl(url)} for ${options.idleTimeoutMs} ms`, { resumable: true });
+    request.destroy(timedOut);
   });
   return new Promise((resolve, reject) => {
     request.on('error', (error: NodeJS.ErrnoException) => {
@@ -96,7 +96,7 @@ function sendOnce(url: URL, headers: Record<string, string>, options: OpenOption
       else reject(connectionError(url, error));
     });
     request.once('response', (response) => {
-      resolve({ response, closed, timedOut: () => timedOut, discard: () => request.destroy(), takeEarlyChunks: holdEarlyChunks(response) });
+      resolve({ response, closed, timeoutError: () => timedOut, discard: () => request.destroy(), takeEarlyChunks: holdEarlyChunks(response) });
     });
     request.end();
   });

@@ -44,7 +44,7 @@
  * magic check and no way to tell a dropped connection from a final failure.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ServiceError } from '../domain/errors.js';
 import { MODEL_ID_PATTERN } from '../domain/models.js';
@@ -53,7 +53,7 @@ import { DownloadAbortedError, DownloadError, describeUrl } from './download-err
 import { openDownload, type BearerToken, type OpenedResponse } from './download-http.js';
 import { ifRangeOf, planBody, resumeStateOf, type BodyPlan, type ResumeState } from './download-plan.js';
 import { hashPrefix, openPartialFile, partialSize, publishPartial, removePartial, type OpenPartialSink } from './partial-file.js';
-import { hfEndpointOrigin, type PullSettings, type PullSource } from './pull-source.js';
+import { DEFAULT_PULL_IDLE_TIMEOUT_MS, hfEndpointOrigin, type PullSettings, type PullSource } from './pull-source.js';
 
 export type { DownloadProgress } from './download-body.js';
 export type { ResumeState } from './download-plan.js';
@@ -73,7 +73,7 @@ export interface DownloadOptions {
   /** Checks the whole file before it is moved into place; throwing fails with `invalid_model_file`. */
   validate?: (path: string) => Promise<void>;
   signal?: AbortSignal;
-  /** The connection is dropped (resumable) after this long without a byte; default 60 s. */
+  /** The connection is dropped (resumable) after this long without a byte; default the settings' (30 s). */
   idleTimeoutMs?: number;
   /** Where bytes are written; tests pass one that fails like a full disk. */
   openPartial?: OpenPartialSink;
@@ -194,7 +194,8 @@ class Download {
 
   private open(headers: Record<string, string>): Promise<OpenedResponse> {
     return openDownload(this.options.source.url, {
-      headers, bearer: this.bearer, signal: this.signal, idleTimeoutMs: this.options.idleTimeoutMs ?? 60_000,
+      headers, bearer: this.bearer, signal: this.signal,
+      idleTimeoutMs: this.options.idleTimeoutMs ?? this.options.settings.idleTimeoutMs ?? DEFAULT_PULL_IDLE_TIMEOUT_MS,
     });
   }
 
@@ -204,11 +205,33 @@ class Download {
   }
 
   private async writeBody(opened: OpenedResponse, plan: Extract<BodyPlan, { kind: 'write' }>, state: FileState): Promise<void> {
+    await this.assertRoomFor(plan).catch((error: unknown) => {
+      opened.discard();
+      throw error;
+    });
     const sink = await this.openPartial(this.partial, plan.from === 0 ? 'truncate' : 'append').catch((error: NodeJS.ErrnoException) => {
       opened.discard();
       throw fileFailure(error);
     });
     this.transferred += await receiveBody({ opened, plan, state, sink, progress: this.progress, signal: this.signal });
+  }
+
+  /**
+   * A body whose size is declared must fit the free space of the models directory before a byte
+   * of it is written: a server (or a typo) declaring a file larger than the disk fails at once,
+   * instead of filling the disk that the database and everything else share. Not resumable: the
+   * space will not appear by asking again. Bodies of unknown size are caught by ENOSPC instead.
+   */
+  private async assertRoomFor(plan: Extract<BodyPlan, { kind: 'write' }>): Promise<void> {
+    const needed = plan.bodyBytes ?? (plan.totalBytes === null ? null : plan.totalBytes - plan.from);
+    if (needed === null) return;
+    const disk = await statfs(this.options.modelsDir).catch(() => null);
+    if (!disk) return; // a file system that cannot say: ENOSPC still stops the download
+    // Starting over truncates the partial file, whose bytes count as free.
+    const free = disk.bavail * disk.bsize + (plan.from === 0 ? await partialSize(this.partial) : 0);
+    if (needed > free) {
+      throw new DownloadError('disk_full', `not enough free disk space in the models directory: the model file needs ${needed} more bytes, ${free} are free`);
+    }
   }
 
   private async finish(state: FileState, totalBytes: number | null, resumedFromBytes: number): Promise<DownloadResult> {

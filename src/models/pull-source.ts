@@ -9,6 +9,7 @@
  */
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { ConfigError } from '../config.js';
+import { parseDuration } from '../time.js';
 import { modelIdFromPath } from './registry.js';
 
 export const DEFAULT_HF_ENDPOINT = 'https://huggingface.co';
@@ -19,7 +20,15 @@ export interface PullSettings {
   hfEndpoint: string;
   /** Sent as `Authorization: Bearer` to the endpoint's origin only. */
   hfToken: string | null;
+  /**
+   * A connection that sends no byte for this long is dropped (`LMSP_PULL_IDLE_TIMEOUT`); the pull
+   * then continues from the bytes on disk, at most three times, before it fails. Default 30 s.
+   */
+  idleTimeoutMs?: number;
 }
+
+/** Hugging Face's own clients drop a silent connection after 10 s; a slow mirror gets more. */
+export const DEFAULT_PULL_IDLE_TIMEOUT_MS = 30_000;
 
 export interface HfFileRef {
   owner: string;
@@ -49,7 +58,21 @@ function badSource(message: string): ServiceError {
   return new ServiceError('invalid_request', message, { param: 'source' });
 }
 
-/** Reads `LMSP_HF_ENDPOINT` and `HF_TOKEN`; a malformed endpoint is an operator's mistake. */
+function idleTimeoutFrom(env: NodeJS.ProcessEnv): number {
+  const text = env.LMSP_PULL_IDLE_TIMEOUT?.trim();
+  if (!text) return DEFAULT_PULL_IDLE_TIMEOUT_MS;
+  const value = parseDuration(text);
+  // At most an hour: beyond it a pull would look hung, and timers overflow past 24 days.
+  if (value === null || value <= 0 || value > 3_600_000) {
+    throw new ConfigError(`LMSP_PULL_IDLE_TIMEOUT: '${text}' is not a duration from 1ms to 1h, such as 500ms, 30s or 2m`);
+  }
+  return value;
+}
+
+/**
+ * Reads `LMSP_HF_ENDPOINT`, `HF_TOKEN` and `LMSP_PULL_IDLE_TIMEOUT`; a malformed value is an
+ * operator's mistake.
+ */
 export function pullSettingsFromEnvironment(env: NodeJS.ProcessEnv = process.env): PullSettings {
   const text = env.LMSP_HF_ENDPOINT?.trim() || DEFAULT_HF_ENDPOINT;
   let endpoint: URL;
@@ -65,7 +88,9 @@ export function pullSettingsFromEnvironment(env: NodeJS.ProcessEnv = process.env
     throw new ConfigError('LMSP_HF_ENDPOINT: expected an origin and path only (no credentials, query or fragment)');
   }
   const token = env.HF_TOKEN?.trim();
-  return { hfEndpoint: `${endpoint.origin}${endpoint.pathname.replace(/\/+$/, '')}`, hfToken: token ? token : null };
+  return {
+    hfEndpoint: `${endpoint.origin}${endpoint.pathname.replace(/\/+$/, '')}`, hfToken: token ? token : null, idleTimeoutMs: idleTimeoutFrom(env),
+  };
 }
 
 /** The origin that may receive `HF_TOKEN`. */

@@ -141,13 +141,21 @@ describe('pull sources (LMSP 5.1)', () => {
 
 describe('pull settings from the environment (LMSP 5.1)', () => {
   test('defaults to huggingface.co and no token', () => {
-    assert.deepEqual(pullSettingsFromEnvironment({}), { hfEndpoint: 'https://huggingface.co', hfToken: null });
+    assert.deepEqual(pullSettingsFromEnvironment({}), { hfEndpoint: 'https://huggingface.co', hfToken: null, idleTimeoutMs: 30_000 });
   });
 
   test('LMSP_HF_ENDPOINT and HF_TOKEN are read; a trailing slash is dropped', () => {
     assert.deepEqual(pullSettingsFromEnvironment({ LMSP_HF_ENDPOINT: 'https://hf-mirror.example/prefix/', HF_TOKEN: 'hf_abc' }), {
-      hfEndpoint: 'https://hf-mirror.example/prefix', hfToken: 'hf_abc',
+      hfEndpoint: 'https://hf-mirror.example/prefix', hfToken: 'hf_abc', idleTimeoutMs: 30_000,
     });
+  });
+
+  test('LMSP_PULL_IDLE_TIMEOUT is a duration from 1 ms to 1 h; anything else is a configuration error', () => {
+    assert.equal(pullSettingsFromEnvironment({ LMSP_PULL_IDLE_TIMEOUT: '500ms' }).idleTimeoutMs, 500);
+    assert.equal(pullSettingsFromEnvironment({ LMSP_PULL_IDLE_TIMEOUT: '2m' }).idleTimeoutMs, 120_000);
+    for (const text of ['soon', '0s', '-1s', '2h', 'forever', '30']) {
+      assert.throws(() => pullSettingsFromEnvironment({ LMSP_PULL_IDLE_TIMEOUT: text }), ConfigError, text);
+    }
   });
 
   test('a malformed endpoint is a configuration error', () => {

@@ -255,6 +255,9 @@ describe('a pull onto a full disk (LMSP 5.1)', () => {
     }
     return withService({ args: ['--models-dir', modelsDir], env: { LMSP_HF_ENDPOINT: server.url } }, async (full) => {
       const url = server.serve('/files/too-big.gguf', MODEL);
+      // No declared length, so that the disk fills up for real (a declared one is refused before
+      // a byte is written: pull-hostile.test.ts).
+      server.behave('/files/too-big.gguf', { chunked: true });
       const answer = await api(full, '/v1/models/pull', { method: 'POST', json: { source: url, id: 'too-big' } });
       assert.equal(answer.status, 202);
       const task = (await answer.json()) as TaskObject;
