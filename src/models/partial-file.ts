@@ -6,7 +6,8 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { link, open, rename, rm, stat, unlink } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { link, lstat, open, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Writable } from 'node:stream';
 
@@ -27,7 +28,12 @@ export type OpenPartialSink = (path: string, mode: 'append' | 'truncate') => Pro
 const WRITE_BUFFER_BYTES = 4 << 20;
 
 export const openPartialFile: OpenPartialSink = async (path, mode) => {
-  const handle = await open(path, mode === 'append' ? 'a' : 'w', 0o644);
+  // Only a regular file of the download's own is written: whatever is at the name when a pull
+  // starts from zero is removed first (a link planted there is removed, not followed), and a link
+  // is never opened (O_NOFOLLOW: ELOOP instead).
+  if (mode === 'truncate') await rm(path, { force: true });
+  const flags = constants.O_WRONLY | constants.O_CREAT | (constants.O_NOFOLLOW ?? 0) | (mode === 'append' ? constants.O_APPEND : constants.O_EXCL);
+  const handle = await open(path, flags, 0o644);
   const stream = handle.createWriteStream({ autoClose: false, highWaterMark: WRITE_BUFFER_BYTES });
   let closing: Promise<void> | null = null;
   let flushing: Promise<void> | null = null;
@@ -57,10 +63,11 @@ export const openPartialFile: OpenPartialSink = async (path, mode) => {
   };
 };
 
-/** The size of the partial file, 0 when there is none. */
+/** The size of the partial file, 0 when there is none or when what has its name is not a regular file (a link is not followed). */
 export async function partialSize(path: string): Promise<number> {
   try {
-    return (await stat(path)).size;
+    const info = await lstat(path);
+    return info.isFile() ? info.size : 0;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
     throw error;

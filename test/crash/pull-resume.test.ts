@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
@@ -76,6 +76,22 @@ describe('a pull killed with SIGKILL (LMSP 5.1, 7.5)', () => {
     assert.equal(model.digest, DIGEST);
     assert.ok(!existsSync(partial));
   }));
+
+  test('a link planted at the partial file\'s name while the service was down is replaced, never written through', () =>
+    withService({ env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
+      const { task, partial } = await killDuringPull(service, 'crash-planted', 'resume');
+      // Someone who can write to the models directory swaps the partial file for a link.
+      const outside = join(service.dataDir, 'precious.bin');
+      renameSync(partial, outside);
+      const before = readFileSync(outside);
+      symlinkSync(outside, partial);
+      const restarted = await service.restart();
+      const done = await finished(restarted, task.id);
+      assert.equal(done.status, 'completed', JSON.stringify(done.error));
+      assert.deepEqual(readFileSync(outside), before, 'the file the link pointed to is untouched');
+      const model = (await (await api(restarted, '/v1/models/crash-planted')).json()) as ModelObject;
+      assert.equal(model.digest, DIGEST, 'the model is the whole file, fetched again');
+    }));
 
   test('a pull of the CLI without a service, killed, is continued by the service\'s next start with a Range request', async () => {
     const dataDir = makeDataDir('pull-cli-killed');
