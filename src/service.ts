@@ -133,7 +133,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     warn: (message, fields) => log.warn(fields ?? {}, message),
     error: (message, fields) => log.error(fields ?? {}, message),
   };
-  const scheduler = new Scheduler(core, { parallel: config.parallel, maxRestarts: config.maxRestarts, log: workerLog });
+  const scheduler = new Scheduler(core, {
+    parallel: config.parallel, maxRestarts: config.maxRestarts, log: workerLog,
+    onInterrupted: (outcome) => metrics.observeInterruption(outcome),
+  });
   // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
   const pulls = new PullWorkers(core, pullSettings, { log: workerLog });
   const maintenance = new Maintenance(

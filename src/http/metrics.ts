@@ -10,7 +10,10 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { ModelLoadResult } from '../engine/runner-pool.js';
 import type { Store } from '../store/index.js';
 import type { RecoveryReport } from '../tasks/recovery.js';
-import { FINAL_STATUSES, TASK_KINDS, TASK_STATUSES, isFinal } from '../domain/tasks.js';
+import { FINAL_STATUSES, TASK_KINDS, TASK_STATUSES, isFinal, type RecoveryOutcome } from '../domain/tasks.js';
+
+/** What a restart policy can do to a task whose runner died (`TaskMachine.interrupt`). */
+const INTERRUPTION_ACTIONS: readonly RecoveryOutcome[] = ['failed', 'cancelled', 'requeued', 'resumed'];
 import type { TaskTimeline } from '../tasks/task-timeline.js';
 import type { AppContext } from './context.js';
 
@@ -42,6 +45,7 @@ export class ServiceMetrics {
   private readonly modelLoads;
   private readonly commitDuration;
   private readonly recovered;
+  private readonly interrupted;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -109,6 +113,12 @@ export class ServiceMetrics {
       name: 'lmsp_recovered_tasks_total', help: 'Unfinished tasks found at startup, by what recovery did (LMSP 11.3).',
       labelNames: ['action'] as const, registers,
     });
+    this.interrupted = new Counter({
+      name: 'lmsp_interrupted_tasks_total',
+      help: 'Tasks whose runner process died under them while the service ran, by what their restart policy did (LMSP 7.5).',
+      labelNames: ['action'] as const, registers,
+    });
+    for (const action of INTERRUPTION_ACTIONS) this.interrupted.inc({ action }, 0);
   }
 
   /** Follows the task timeline: finished tasks, queue waits, first tokens, generated tokens. */
@@ -129,6 +139,11 @@ export class ServiceMetrics {
 
   observeModelLoad(model: string, result: ModelLoadResult): void {
     this.modelLoads.inc({ model, result });
+  }
+
+  /** A task's runner process died under it; `action` is what its restart policy did. */
+  observeInterruption(action: RecoveryOutcome): void {
+    this.interrupted.inc({ action });
   }
 
   observeRecovery(report: RecoveryReport): void {

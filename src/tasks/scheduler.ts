@@ -124,7 +124,13 @@ export class Scheduler {
   private readonly engine: Engine;
   private queue: FairQueue | null = null;
 
-  constructor(private readonly core: TaskCore, private readonly options: { parallel: number; maxRestarts: number; log: SchedulerLog }) {
+  constructor(private readonly core: TaskCore, private readonly options: {
+    parallel: number;
+    maxRestarts: number;
+    log: SchedulerLog;
+    /** Told what a task's restart policy did when its runner process died (LMSP 15: metrics). */
+    onInterrupted?: (outcome: RecoveryOutcome) => void;
+  }) {
     this.store = core.store;
     this.machine = core.machine;
     this.engine = core.engine;
@@ -260,6 +266,7 @@ export class Scheduler {
         const outcome = await this.write<RecoveryOutcome | null>((c) =>
           machine.interrupt(c, task.id, this.options.maxRestarts, engineExit(withoutPaths(error.message))));
         this.options.log.warn('the runner process died under the task; its restart policy applied', { task: task.id, outcome, error: error.message });
+        if (outcome) this.options.onInterrupted?.(outcome);
         return outcome;
       } else if (error instanceof EngineError) {
         this.options.log.warn('task failed', { task: task.id, code: error.code, error: error.message });

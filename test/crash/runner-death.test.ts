@@ -145,6 +145,14 @@ for (const mode of ['processes', 'sequences'] as const) {
         }
         const next = await service.client.createResponse({ ...request('y'), max_output_tokens: 3 });
         assert.equal(next.body.status, 'incomplete', 'the service goes on');
+
+        // LMSP 15: each interruption counted by what the policy did, as many as the logs show (a
+        // resumed run whose new runner died too is interrupted twice).
+        const logged = (type: string) => [failedEvents, retriedEvents, resumedEvents].flat().filter((event) => event.type === type).length;
+        const metrics = await (await api(service, '/metrics')).text();
+        const counted = (action: string) => Number(new RegExp(`^lmsp_interrupted_tasks_total\\{action="${action}"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+        assert.deepEqual(['failed', 'requeued', 'resumed', 'cancelled'].map(counted),
+          [1, logged('response.queued'), logged('response.resumed'), 0], metrics.split('\n').filter((line) => line.includes('interrupted')).join('\n'));
       }));
   });
 }
