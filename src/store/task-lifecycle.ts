@@ -38,7 +38,8 @@ function deferredMoves(context: WriteContext): DeferredMoves | null {
 
 /** Told after each commit that changed a task, so live followers can read the new events. */
 export interface TaskNotifier {
-  taskChanged(taskId: string, task: Task): void;
+  /** `previous`: the status the commit changed the task from (the same when it did not); null for a new task. */
+  taskChanged(taskId: string, task: Task, previous?: TaskStatus | null): void;
 }
 
 export class TaskLifecycle {
@@ -113,7 +114,7 @@ export class TaskLifecycle {
     const next: Task = { ...task, ...change, status: to, lastSequenceNumber: task.lastSequenceNumber + drafts.length };
     if (!this.tasks.update(next, task.status)) return null;
     this.append(next, task.lastSequenceNumber + 1, drafts, nowSeconds());
-    context.afterCommit(() => this.notifier.taskChanged(task.id, next));
+    context.afterCommit(() => this.notifier.taskChanged(task.id, next, task.status));
     return next;
   }
 
@@ -126,7 +127,7 @@ export class TaskLifecycle {
     const next: Task = { ...task, ...change, status: to, lastSequenceNumber: task.lastSequenceNumber + drafts.length };
     deferred.tasks.push({ task: next, expectedStatus: task.status });
     this.append(next, task.lastSequenceNumber + 1, drafts, nowSeconds());
-    context.afterCommit(() => this.notifier.taskChanged(task.id, next));
+    context.afterCommit(() => this.notifier.taskChanged(task.id, next, task.status));
     return next;
   }
 

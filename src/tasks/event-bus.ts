@@ -2,18 +2,19 @@
  * Tells live followers that a task changed, right after the commit that changed it. Followers
  * then read the new events from the log, so what they send is always what is on disk.
  */
-import type { Task } from '../domain/tasks.js';
+import type { Task, TaskStatus } from '../domain/tasks.js';
 import type { TaskNotifier } from '../store/index.js';
 
-type Listener = (task: Task) => void;
+/** `previous`: the status the commit changed the task from; null for a task it created. */
+type Listener = (task: Task, previous: TaskStatus | null) => void;
 
 export class TaskEventBus implements TaskNotifier {
   private readonly byTask = new Map<string, Set<Listener>>();
   private readonly everyTask = new Set<Listener>();
 
-  taskChanged(taskId: string, task: Task): void {
-    for (const listener of this.byTask.get(taskId) ?? []) listener(task);
-    for (const listener of this.everyTask) listener(task);
+  taskChanged(taskId: string, task: Task, previous: TaskStatus | null = null): void {
+    for (const listener of this.byTask.get(taskId) ?? []) listener(task, previous);
+    for (const listener of this.everyTask) listener(task, previous);
   }
 
   subscribe(taskId: string, listener: Listener): () => void {

@@ -12,7 +12,7 @@ import type { TaskEventBus } from './event-bus.js';
 
 export interface StatusChange {
   task: Task;
-  /** null when this process had not seen the task before (created now, or found at recovery). */
+  /** The status it left; null for a task created now. */
   from: TaskStatus | null;
   to: TaskStatus;
   /** Milliseconds in the status it left, when this process saw it enter that status. */
@@ -49,7 +49,7 @@ export class TaskTimeline {
   private readonly unsubscribe: () => void;
 
   constructor(bus: TaskEventBus, private readonly now: () => number = Date.now) {
-    this.unsubscribe = bus.onAnyTask((task) => this.observe(task));
+    this.unsubscribe = bus.onAnyTask((task, previous) => this.observe(task, previous));
   }
 
   listen(listener: TaskTimelineListener): () => void {
@@ -87,19 +87,20 @@ export class TaskTimeline {
     }
   }
 
-  private observe(task: Task): void {
+  private observe(task: Task, previous: TaskStatus | null): void {
     const now = this.now();
     const known = this.seen.get(task.id);
     const entry: Seen = known ?? { status: task.status, since: now, queuedAt: null, runningAt: null, outputTokens: task.outputTokens };
-    if (!known || known.status !== task.status) this.statusChanged(task, known ? known.status : null, entry, now);
+    // A task this process had not seen (found at recovery, say) is told apart by its status before the commit.
+    if (!known || known.status !== task.status) this.statusChanged(task, known ? known.status : previous, !known, entry, now);
     if (task.status === 'running' || task.status === 'cancelling') this.outputChanged(task, entry, now);
     if (isFinal(task.status)) this.seen.delete(task.id);
     else this.seen.set(task.id, entry);
   }
 
-  private statusChanged(task: Task, from: TaskStatus | null, entry: Seen, now: number): void {
+  private statusChanged(task: Task, from: TaskStatus | null, unseen: boolean, entry: Seen, now: number): void {
     const to = task.status;
-    this.emit('statusChanged', { task, from, to, msInPrevious: from === null ? null : now - entry.since, recovery: this.recovering });
+    this.emit('statusChanged', { task, from, to, msInPrevious: unseen ? null : now - entry.since, recovery: this.recovering });
     entry.status = to;
     entry.since = now;
     if (to === 'queued') {
@@ -116,7 +117,7 @@ export class TaskTimeline {
     }
     // Leaving the queue. A task never seen queued was left queued by a restart: its wait
     // counts from its creation (whole seconds, as stored).
-    if ((to === 'loading' || to === 'running') && (from === 'queued' || from === null)) {
+    if ((to === 'loading' || to === 'running') && (from === 'queued' || unseen)) {
       const queuedAt = entry.queuedAt ?? task.createdAt * 1000;
       this.emit('queueWaited', task, Math.max(0, now - queuedAt) / 1000);
     }

@@ -99,6 +99,29 @@ describe('logs (LMSP 12)', () => {
       }
     }));
 
+  test('recovery at startup logs each change with the status the task was left in', () =>
+    withService({ args: ['--parallel', '1'], env: { LMSP_LOG_LEVEL: 'info', LMSP_DEBUG_TOKEN_DELAY_MS: '50' } }, async (service) => {
+      const body = { model: 'lmsp-tiny', input: 'x', max_output_tokens: 500, background: true } as const;
+      // With one slot the first runs and the second waits: one is left running, the other queued.
+      const resuming = (await service.client.createResponse({ ...body, on_restart: 'resume' })).body;
+      const failing = (await service.client.createResponse({ ...body, on_restart: 'fail' })).body;
+      await waitFor(async () => (await service.client.getTask(resuming.task.id)).status === 'running', { what: 'the task to run' });
+      const statusOf = async (id: string) => (await service.client.getTask(id)).status;
+      const before = { failing: await statusOf(failing.task.id) };
+      await service.kill();
+      const restarted = await service.restart({ env: { LMSP_LOG_LEVEL: 'info', LMSP_DEBUG_TOKEN_DELAY_MS: '50' } });
+      const lines = await waitFor(() => {
+        const parsed = jsonLines(restarted.output()).filter((line) => line.msg.endsWith('at startup'));
+        return parsed.length >= 2 ? parsed : null;
+      }, { what: 'the recovery to be logged' });
+      const failed = lines.find((line) => line.task === failing.task.id)!;
+      assert.equal(before.failing, 'queued');
+      assert.deepEqual([failed.from, failed.status, failed.msg], ['queued', 'failed', 'task failed at startup']);
+      const resumed = lines.find((line) => line.task === resuming.task.id)!;
+      assert.deepEqual([resumed.from, resumed.status, resumed.msg], ['running', 'running', 'task running at startup']);
+      await restarted.kill();
+    }));
+
   test('--log-format pretty: readable lines instead of JSON', () =>
     withService({ args: ['--log-format', 'pretty'], env: { LMSP_LOG_LEVEL: 'info' } }, async (service) => {
       const created = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 3 })).body;
