@@ -79,9 +79,7 @@ export class TaskLifecycle {
     phase: 'run' | 'recovery' = 'run'): Task | null {
     if (phase === 'recovery') assertTransition(task.status, to, phase);
     else if (!canTransition(task.status, to)) return null;
-    const deferred = phase === 'recovery' ? deferredMoves(context) : null;
-    if (deferred) return this.defer(context, deferred, task, to, change, drafts);
-    return this.write(context, task, to, change, drafts);
+    return this.write(context, task, to, change, drafts, phase === 'recovery' ? deferredMoves(context) : null);
   }
 
   /**
@@ -110,22 +108,16 @@ export class TaskLifecycle {
     return this.write(context, task, task.status, change, drafts);
   }
 
-  private write(context: WriteContext, task: Task, to: TaskStatus, change: Partial<Task>, drafts: readonly EventDraft[]): Task | null {
-    const next: Task = { ...task, ...change, status: to, lastSequenceNumber: task.lastSequenceNumber + drafts.length };
-    if (!this.tasks.update(next, task.status)) return null;
-    this.append(next, task.lastSequenceNumber + 1, drafts, nowSeconds());
-    context.afterCommit(() => this.notifier.taskChanged(task.id, next, task.status));
-    return next;
-  }
-
   /**
-   * A move whose task update waits for the context's `flush`; its events are written now (one
-   * statement each: measured, inserting these large rows through json_each cost more than it saved).
+   * With `deferred` (recovery through a deferring context) the task's update waits for the
+   * context's `flush`, which checks it; its events are written now either way (one statement
+   * each: measured, inserting these large rows through json_each cost more than it saved).
    */
-  private defer(context: WriteContext, deferred: DeferredMoves, task: Task, to: TaskStatus, change: Partial<Task>,
-    drafts: readonly EventDraft[]): Task {
+  private write(context: WriteContext, task: Task, to: TaskStatus, change: Partial<Task>, drafts: readonly EventDraft[],
+    deferred: DeferredMoves | null = null): Task | null {
     const next: Task = { ...task, ...change, status: to, lastSequenceNumber: task.lastSequenceNumber + drafts.length };
-    deferred.tasks.push({ task: next, expectedStatus: task.status });
+    if (deferred) deferred.tasks.push({ task: next, expectedStatus: task.status });
+    else if (!this.tasks.update(next, task.status)) return null;
     this.append(next, task.lastSequenceNumber + 1, drafts, nowSeconds());
     context.afterCommit(() => this.notifier.taskChanged(task.id, next, task.status));
     return next;
