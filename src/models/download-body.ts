@@ -1,11 +1,11 @@
 /**
  * Receiving one answer's body into the partial file (LMSP 5.1): each chunk is checked (the GGUF
- * magic, no more bytes than declared), hashed, counted for progress and written, with the
+ * magic, no more bytes than declared), hashed, counted for progress and copied into a write
+ * block; full blocks are appended to the file one after another while the next fills, with the
  * socket paused while the disk catches up. Every byte received before a dropped connection or
  * an abort is still written, so a resume asks for as little as possible.
  */
 import type { Hash } from 'node:crypto';
-import type { Writable } from 'node:stream';
 import { DownloadError, describeUrl } from './download-errors.js';
 import type { OpenedResponse } from './download-http.js';
 import type { BodyPlan } from './download-plan.js';
@@ -17,6 +17,9 @@ export const GGUF_MAGIC = Buffer.from('GGUF', 'latin1');
  * fsync before the rename has little left to write instead of the whole file.
  */
 const FLUSH_BEHIND_BYTES = 32 << 20;
+/** Writes of 4 MiB: few system calls; three blocks, so one is written while the next fills. */
+const BLOCK_BYTES = 4 << 20;
+const BLOCKS = 3;
 
 export interface DownloadProgress {
   /** Bytes of the file on disk so far, resumed ones included. */
@@ -91,11 +94,92 @@ function checkMagic(state: FileState, chunk: Buffer, url: URL): void {
   }
 }
 
-/** Ends the stream once its writes are done; rejects with the first error of any of them. */
-function endStream(stream: Writable): Promise<void> {
-  return new Promise((resolve, reject) => {
-    stream.end((error?: Error | null) => (error ? reject(error) : resolve()));
-  });
+/**
+ * Copies body bytes into blocks and appends them to the sink, one write at a time, in the order
+ * received: a block goes when it is full or when the disk is idle. `blocked` is called with true when every block is full or being written (stop
+ * reading) and with false when one is free again. A single read (at most 1 MiB) always fits
+ * the block being filled.
+ */
+class BlockWriter {
+  private readonly free: Buffer[] = [];
+  private current: Buffer;
+  private filled = 0;
+  private readonly queue: { buffer: Buffer; length: number }[] = [];
+  private writing: Promise<void> | null = null;
+  private unflushed = 0;
+  private blocked = false;
+  /** The first write error; nothing is written after it. */
+  error: NodeJS.ErrnoException | null = null;
+
+  constructor(private readonly sink: PartialSink, private readonly onBlocked: (blocked: boolean) => void, private readonly onError: () => void) {
+    for (let index = 1; index < BLOCKS; index++) this.free.push(Buffer.allocUnsafe(BLOCK_BYTES));
+    this.current = Buffer.allocUnsafe(BLOCK_BYTES);
+  }
+
+  push(buffer: Buffer, start: number, end: number): void {
+    while (start < end) {
+      const bytes = Math.min(end - start, BLOCK_BYTES - this.filled);
+      buffer.copy(this.current, this.filled, start, start + bytes);
+      this.filled += bytes;
+      start += bytes;
+      if (this.filled === BLOCK_BYTES) this.submit();
+    }
+    // An idle disk takes what there is at once: a slow download is on disk as it arrives (a
+    // crash loses little, progress is real), a fast one fills whole blocks while a write runs.
+    if (!this.writing && this.filled > 0) this.submit();
+  }
+
+  /** Writes what is left; resolves once every write settled, rejects with the first write error. */
+  async drain(): Promise<void> {
+    if (this.filled > 0) this.submit();
+    while (this.writing) await this.writing;
+    if (this.error) throw this.error;
+  }
+
+  /** The block being filled, when it has bytes and nothing else waits (the writer goes on with it). */
+  private takePartial(): { buffer: Buffer; length: number } | undefined {
+    if (this.filled === 0 || this.error) return undefined;
+    const block = { buffer: this.current, length: this.filled };
+    this.filled = 0;
+    this.current = this.free.pop() ?? Buffer.allocUnsafe(BLOCK_BYTES);
+    return block;
+  }
+
+  private submit(): void {
+    this.queue.push({ buffer: this.current, length: this.filled });
+    this.filled = 0;
+    // Never without a block to fill: should reading not stop in time, a block more is made.
+    this.current = this.free.pop() ?? Buffer.allocUnsafe(BLOCK_BYTES);
+    if (this.free.length === 0 && !this.blocked) {
+      this.blocked = true;
+      this.onBlocked(true);
+    }
+    this.writing ??= this.writeQueued();
+  }
+
+  private async writeQueued(): Promise<void> {
+    for (let block = this.queue.shift(); block; block = this.queue.shift() ?? this.takePartial()) {
+      if (!this.error) {
+        try {
+          await this.sink.append(block.buffer, block.length);
+          this.unflushed += block.length;
+          if (this.unflushed >= FLUSH_BEHIND_BYTES) {
+            this.unflushed = 0;
+            this.sink.flushBehind?.();
+          }
+        } catch (error) {
+          this.error = error as NodeJS.ErrnoException;
+          this.onError();
+        }
+      }
+      this.free.push(block.buffer);
+      if (this.blocked) {
+        this.blocked = false;
+        this.onBlocked(false);
+      }
+    }
+    this.writing = null;
+  }
 }
 
 export interface BodyInput {
@@ -113,89 +197,45 @@ export interface BodyInput {
  * closed either way.
  */
 export async function receiveBody({ opened, plan, state, sink, progress, signal }: BodyInput): Promise<number> {
-  const { stream } = sink;
-  const { response } = opened;
   let received = 0;
-  // Write errors are taken from the write callbacks: a file stream reports ENOSPC there first,
-  // and its 'error' event may come only after end() has already called back.
-  let writeError: Error | null = null;
-  const onWritten = (error?: Error | null) => {
-    if (!error || writeError) return;
-    writeError = error;
-    opened.discard();
-  };
-  stream.on('error', onWritten);
+  // A write error stops the download at once: the rest of the body has nowhere to go.
+  const writer = new BlockWriter(sink, (blocked) => (blocked ? opened.pause() : opened.resume()), () => opened.discard());
   progress.begin(state.size);
-  let unflushed = 0;
   /** An error of this side (a check, or the caller's callback) rather than of the connection. */
   let stopped: { error: unknown } | null = null;
-  // 'data' events rather than an async iterator: each chunk moves into the file stream's buffer
-  // as it is parsed, so a connection that drops does not take unread chunks down with it (a
-  // destroyed response discards what it buffered). The socket is paused only while the disk
-  // is behind. The chunks that came while the resume state was recorded go first.
-  const failure = await new Promise<unknown>((settle) => {
-    let settled = false;
-    const done = (outcome: unknown) => {
-      if (settled) return;
-      settled = true;
-      stream.off('drain', resume);
-      settle(outcome);
-    };
-    const resume = () => response.resume();
-    const accept = (chunk: Buffer) => {
-      if (settled) return;
-      try {
-        checkMagic(state, chunk, opened.url);
-        received += chunk.length;
-        if (plan.bodyBytes !== null && received > plan.bodyBytes) {
-          throw new DownloadError('length_mismatch', `${describeUrl(opened.url)} sent more than the ${plan.bodyBytes} bytes it declared`);
-        }
-        state.hash.update(chunk);
-        state.size += chunk.length;
-        progress.update(state.size, plan.totalBytes);
-      } catch (error) {
-        // A check that failed, or the caller's progress callback: never an uncaught exception.
-        stopped = { error };
-        opened.discard();
-        done(error);
-        return;
+  const accept = (buffer: Buffer, start: number, end: number) => {
+    const chunk = buffer.subarray(start, end);
+    try {
+      checkMagic(state, chunk, opened.url);
+      received += chunk.length;
+      if (plan.bodyBytes !== null && received > plan.bodyBytes) {
+        throw new DownloadError('length_mismatch', `${describeUrl(opened.url)} sent more than the ${plan.bodyBytes} bytes it declared`);
       }
-      unflushed += chunk.length;
-      if (unflushed >= FLUSH_BEHIND_BYTES) {
-        unflushed = 0;
-        sink.flushBehind?.();
-      }
-      if (!stream.write(chunk, onWritten) && !response.isPaused()) {
-        response.pause();
-        stream.once('drain', resume);
-      }
-    };
-    for (const chunk of opened.takeEarlyChunks()) accept(chunk);
-    response.on('data', accept);
-    response.once('end', () => done(null));
-    response.once('error', (error) => done(error));
-    const closed = () => done(response.errored ?? (response.complete ? null : new Error('the connection closed before the body ended')));
-    response.once('close', closed);
-    if (response.readableEnded) done(null);
-    else if (response.destroyed) closed();
-    else if (!stream.writableNeedDrain) response.resume();
-    else stream.once('drain', resume);
-  });
+      state.hash.update(chunk);
+      state.size += chunk.length;
+      progress.update(state.size, plan.totalBytes);
+    } catch (error) {
+      // A check that failed, or the caller's progress callback: never an uncaught exception.
+      stopped = { error };
+      throw error;
+    }
+    writer.push(buffer, start, end);
+  };
+  const failure = await opened.readBody(accept).then(() => null, (error: unknown) => error ?? new Error('the body failed'));
   try {
-    if (writeError) throw fileFailure(writeError);
-    const own = stopped as { error: unknown } | null; // assigned in the 'data' handler
-    if (own) throw own.error;
-    await endStream(stream).catch((error: NodeJS.ErrnoException) => {
+    // Every byte received is written, whatever ended the body.
+    await writer.drain().catch((error: NodeJS.ErrnoException) => {
       throw fileFailure(error);
     });
+    const own = stopped as { error: unknown } | null; // assigned in accept
+    if (own) throw own.error;
     if (failure) {
+      if (failure instanceof DownloadError) throw failure;
       if (signal.aborted) throw failure;
       const timeout = opened.timeoutError();
       if (timeout) throw timeout;
       throw new DownloadError('connection_lost', `the connection to ${describeUrl(opened.url)} was lost after ${received} bytes`, { resumable: true, cause: failure });
     }
-    const late = await opened.closed;
-    if (late) throw new DownloadError('length_mismatch', `${describeUrl(opened.url)} sent more bytes than its Content-Length`, { cause: late });
     if (plan.bodyBytes !== null && received < plan.bodyBytes) {
       throw new DownloadError('length_mismatch', `${describeUrl(opened.url)} ended its body after ${received} of ${plan.bodyBytes} bytes`);
     }

@@ -22,6 +22,8 @@ export type DownloadFailureReason =
   /** A redirect to a scheme other than https (or from https down to http). */
   | 'redirect_refused'
   | 'too_many_redirects'
+  /** An answer that is not valid HTTP/1.1: a malformed head, a transfer coding other than chunked, broken chunk framing. */
+  | 'invalid_response'
   /** A compressed body: ranges and sizes would count compressed bytes. */
   | 'unsupported_encoding'
   /** ENOSPC or EDQUOT while writing the partial file. */
@@ -46,6 +48,7 @@ const CODE_OF: Record<DownloadFailureReason, TaskErrorCode> = {
   range_unusable: 'download_failed',
   redirect_refused: 'download_failed',
   too_many_redirects: 'download_failed',
+  invalid_response: 'download_failed',
   unsupported_encoding: 'download_failed',
   disk_full: 'download_failed',
   file_error: 'download_failed',

@@ -3,9 +3,8 @@
  * write its body at some offset of the partial file, accept the partial file as whole, start
  * over from byte 0, or fail. Pure, so every case of a resume is unit-tested without a server.
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import { DownloadError, describeUrl, isTransientStatus } from './download-errors.js';
-import { parseContentRange, parseUnsatisfiedRange } from './download-http.js';
+import { parseContentRange, parseUnsatisfiedRange, type ResponseHeaders } from './download-http.js';
 
 /** What a later attempt needs to continue a download; the pull task keeps it in its record. */
 export interface ResumeState {
@@ -33,11 +32,11 @@ export interface Answer {
   recorded: ResumeState | null;
   status: number;
   statusMessage: string;
-  headers: IncomingHttpHeaders;
+  headers: Readonly<ResponseHeaders>;
   url: URL;
 }
 
-function declaredLength(headers: IncomingHttpHeaders): number | null {
+function declaredLength(headers: Readonly<ResponseHeaders>): number | null {
   const header = headers['content-length'];
   if (header === undefined || !/^\d+$/.test(header)) return null;
   const value = Number(header);
@@ -104,7 +103,7 @@ export function planBody(answer: Answer): BodyPlan {
  * The validators a resume may send as If-Range (RFC 9110 13.1.5): a strong ETag; else a
  * Last-Modified at least a second older than the answer's Date, which makes it strong.
  */
-export function resumeStateOf(url: string, headers: IncomingHttpHeaders, totalBytes: number | null): ResumeState {
+export function resumeStateOf(url: string, headers: Readonly<ResponseHeaders>, totalBytes: number | null): ResumeState {
   const etag = headers.etag && !headers.etag.startsWith('W/') ? headers.etag : null;
   let lastModified: string | null = null;
   if (!etag && headers['last-modified'] && headers.date) {

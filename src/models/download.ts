@@ -36,8 +36,8 @@
  *   target that already exists is never overwritten (`target_exists`). Two downloads of the
  *   same id at once are the caller's to prevent.
  *
- * Written on node:http rather than node-llama-cpp's downloader (`createModelDownloader`, on
- * `ipull`): ipull writes to a `.ipull` file of its own naming with its progress stored inside
+ * Written on its own HTTP/1.1 client (download-http.ts says why not node:http) rather than
+ * node-llama-cpp's downloader (`createModelDownloader`, on `ipull`): ipull writes to a `.ipull` file of its own naming with its progress stored inside
  * it, fetches a file in three parallel ranges by default (so it cannot be hashed as it
  * arrives, and a resume would re-read it anyway), renames it into place before the caller could
  * verify it, leaves the token to fetch's own redirect handling, and has no If-Range, no early
@@ -75,6 +75,8 @@ export interface DownloadOptions {
   signal?: AbortSignal;
   /** The connection is dropped (resumable) after this long without a byte; default the settings' (30 s). */
   idleTimeoutMs?: number;
+  /** Certificates trusted for https instead of the system's; tests serve https with their own. */
+  trustedCertificates?: string | Buffer;
   /** Where bytes are written; tests pass one that fails like a full disk. */
   openPartial?: OpenPartialSink;
 }
@@ -165,8 +167,8 @@ class Download {
         continue;
       }
       const plan = planBody({
-        requestedFrom: offset, recorded: this.recorded, status: response.response.statusCode ?? 0,
-        statusMessage: response.response.statusMessage ?? '', headers: response.response.headers, url: response.url,
+        requestedFrom: offset, recorded: this.recorded, status: response.status,
+        statusMessage: response.statusMessage, headers: response.headers, url: response.url,
       });
       if (plan.kind === 'complete') {
         response.discard();
@@ -182,7 +184,7 @@ class Download {
         Object.assign(state, { size: 0, hash: createHash('sha256'), head: Buffer.alloc(0) });
         keptBytes = 0;
       }
-      await this.recordResumeState(resumeStateOf(this.options.source.url, response.response.headers, plan.totalBytes));
+      await this.recordResumeState(resumeStateOf(this.options.source.url, response.headers, plan.totalBytes));
       await this.writeBody(response, plan, state);
       offset = state.size;
       known = state;
@@ -196,6 +198,7 @@ class Download {
     return openDownload(this.options.source.url, {
       headers, bearer: this.bearer, signal: this.signal,
       idleTimeoutMs: this.options.idleTimeoutMs ?? this.options.settings.idleTimeoutMs ?? DEFAULT_PULL_IDLE_TIMEOUT_MS,
+      ca: this.options.trustedCertificates,
     });
   }
 

@@ -9,23 +9,23 @@ import { createReadStream } from 'node:fs';
 import { constants } from 'node:fs';
 import { link, lstat, open, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { Writable } from 'node:stream';
 
 /** Where downloaded bytes go. Tests substitute one that fails like a full disk. */
 export interface PartialSink {
-  stream: Writable;
-  /** Flushes the file to stable storage (after the stream has finished). */
+  /**
+   * Appends `buffer[0, length)` to the file. Called one at a time (the next after the previous
+   * settled); the buffer is the caller's again once the promise settles.
+   */
+  append(buffer: Buffer, length: number): Promise<void>;
+  /** Flushes the file to stable storage (after the last append). */
   sync(): Promise<void>;
-  /** Closes the file once the stream is done or destroyed; never throws. */
+  /** Closes the file; never throws. */
   close(): Promise<void>;
   /** Starts flushing what is written so far to disk in the background (optional). */
   flushBehind?(): void;
 }
 
 export type OpenPartialSink = (path: string, mode: 'append' | 'truncate') => Promise<PartialSink>;
-
-/** 4 MiB of buffered writes: few system calls, and a bounded amount of memory per download. */
-const WRITE_BUFFER_BYTES = 4 << 20;
 
 export const openPartialFile: OpenPartialSink = async (path, mode) => {
   // Only a regular file of the download's own is written: whatever is at the name when a pull
@@ -34,11 +34,17 @@ export const openPartialFile: OpenPartialSink = async (path, mode) => {
   if (mode === 'truncate') await rm(path, { force: true });
   const flags = constants.O_WRONLY | constants.O_CREAT | (constants.O_NOFOLLOW ?? 0) | (mode === 'append' ? constants.O_APPEND : constants.O_EXCL);
   const handle = await open(path, flags, 0o644);
-  const stream = handle.createWriteStream({ autoClose: false, highWaterMark: WRITE_BUFFER_BYTES });
   let closing: Promise<void> | null = null;
   let flushing: Promise<void> | null = null;
   return {
-    stream,
+    async append(buffer, length) {
+      // A write may take less than asked (a signal, a nearly full disk): write the rest.
+      for (let offset = 0; offset < length;) {
+        const { bytesWritten } = await handle.write(buffer, offset, length - offset, null);
+        if (bytesWritten === 0) throw Object.assign(new Error('EIO: a write of the model file wrote nothing'), { code: 'EIO', syscall: 'write' });
+        offset += bytesWritten;
+      }
+    },
     // Errors of a background flush come back from this final one.
     sync: async () => {
       await flushing;
@@ -49,12 +55,6 @@ export const openPartialFile: OpenPartialSink = async (path, mode) => {
     },
     close() {
       closing ??= (async () => {
-        // A destroyed stream may still have a write in flight; its 'close' comes after it.
-        if (!stream.closed) {
-          const closed = new Promise<void>((resolve) => stream.once('close', () => resolve()));
-          if (!stream.destroyed) stream.destroy();
-          await closed;
-        }
         await flushing;
         await handle.close().catch(() => undefined);
       })();

@@ -12,6 +12,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -149,7 +150,18 @@ function head(status: number, reason: string, headers: Record<string, string | n
 
 const REASONS: Record<number, string> = { 200: 'OK', 206: 'Partial Content', 302: 'Found', 404: 'Not Found', 416: 'Range Not Satisfiable', 500: 'Internal Server Error' };
 
-export async function startModelServer(): Promise<ModelServer> {
+/**
+ * A self-signed certificate for `localhost` and `127.0.0.1`, valid for a century, made for these
+ * tests only (its key is public): trust it with `trustedCertificates`.
+ */
+export function testCertificate(): { key: Buffer; cert: Buffer } {
+  // From dist/test/helpers/ back to the repository's test/fixtures/.
+  const folder = new URL('../../../test/fixtures/tls/', import.meta.url);
+  return { key: readFileSync(new URL('localhost.key', folder)), cert: readFileSync(new URL('localhost.crt', folder)) };
+}
+
+/** Serves over https with the test certificate when `https` is true. */
+export async function startModelServer(options: { https?: boolean } = {}): Promise<ModelServer> {
   const routes = new Map<string, Route>();
   const requests: LoggedRequest[] = [];
   const sockets = new Set<Socket>();
@@ -224,7 +236,7 @@ export async function startModelServer(): Promise<ModelServer> {
     entry.completed = true;
   }
 
-  const server: Server = createServer((request) => {
+  const onRequest = (request: IncomingMessage) => {
     const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
     const entry: LoggedRequest = {
       method: request.method ?? 'GET',
@@ -238,13 +250,14 @@ export async function startModelServer(): Promise<ModelServer> {
     };
     requests.push(entry);
     answer(request, entry).catch(() => request.socket.destroy());
-  });
+  };
+  const server: Server = options.https ? createTlsServer(testCertificate(), onRequest) : createServer(onRequest);
   server.on('connection', (socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const url = `${options.https ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   const serve: ModelServer['serve'] = (path, body, options = {}) => {
     const etag = options.etag === undefined ? `"${sizeOf(body).toString(16)}-${routes.size}"` : options.etag;

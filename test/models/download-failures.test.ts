@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { DownloadError } from '../../src/models/download-errors.js';
 import { downloadModel, modelPathOf, partialPathOf, type DownloadOptions } from '../../src/models/download.js';
@@ -59,20 +58,15 @@ function fullDiskAfter(limit: number): OpenPartialSink {
   return async (path, mode) => {
     const real = await openPartialFile(path, mode);
     let written = 0;
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, callback) {
-        if (written + chunk.length > limit) {
-          callback(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' }));
-          return;
-        }
-        written += chunk.length;
-        real.stream.write(chunk, callback);
+    return {
+      ...real,
+      async append(buffer, length) {
+        const room = Math.max(0, limit - written);
+        if (room > 0) await real.append(buffer, Math.min(room, length));
+        written += Math.min(room, length);
+        if (length > room) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' });
       },
-      final(callback) {
-        real.stream.end(callback);
-      },
-    });
-    return { stream, sync: real.sync, close: async () => { stream.destroy(); await real.close(); } };
+    };
   };
 }
 

@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
-import type { IncomingHttpHeaders } from 'node:http';
 import { describe, test } from 'node:test';
 import { DownloadError } from '../../src/models/download-errors.js';
-import { parseContentRange, parseUnsatisfiedRange } from '../../src/models/download-http.js';
+import { parseContentRange, parseUnsatisfiedRange, type ResponseHeaders } from '../../src/models/download-http.js';
 import { ifRangeOf, planBody, resumeStateOf, type Answer, type ResumeState } from '../../src/models/download-plan.js';
 
 const URL_ = new URL('https://cdn.example/file.gguf?signature=secret');
 const RECORDED: ResumeState = { url: 'https://example.com/file.gguf', etag: '"v1"', lastModified: null, totalBytes: 1000 };
 
-function answer(status: number, headers: IncomingHttpHeaders, requestedFrom = 0, recorded: ResumeState | null = null): Answer {
+function answer(status: number, headers: ResponseHeaders, requestedFrom = 0, recorded: ResumeState | null = null): Answer {
   return { requestedFrom, recorded, status, statusMessage: '', headers, url: URL_ };
 }
 
