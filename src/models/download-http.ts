@@ -39,7 +39,7 @@ export interface OpenOptions {
   headers: Record<string, string>;
   bearer: BearerToken | null;
   signal: AbortSignal;
-  /** The connection is dropped after this long without a byte. */
+  /** The connection is dropped after this long without a byte while waiting for the server. */
   idleTimeoutMs: number;
   maxRedirects?: number;
   /** Certificates trusted for https instead of the system's (tests serve https with their own). */
@@ -124,11 +124,11 @@ class Exchange {
   private graceTimer: NodeJS.Timeout | null = null;
   private readonly onAbort = () => this.fail(this.signal.reason);
 
-  constructor(private readonly url: URL, headers: Record<string, string>, private readonly signal: AbortSignal, idleTimeoutMs: number, ca: string | Buffer | undefined) {
+  constructor(private readonly url: URL, headers: Record<string, string>, private readonly signal: AbortSignal, private readonly idleTimeoutMs: number, ca: string | Buffer | undefined) {
     this.parser = new ResponseParser({
       onHead: (head) => {
         // Nothing more is read until the caller is ready for the body.
-        this.socket.pause();
+        this.hold();
         this.head.resolve(head);
       },
       onBody: (buffer, start, end) => {
@@ -144,7 +144,8 @@ class Exchange {
     this.socket = secure
       ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ALPNProtocols: ['http/1.1'], ca, onread } as tls.ConnectionOptions)
       : net.connect({ host, port, onread });
-    this.socket.setTimeout(idleTimeoutMs, () => {
+    this.socket.setTimeout(idleTimeoutMs);
+    this.socket.on('timeout', () => {
       this.timedOut = new DownloadError('timeout', `no data from ${describeUrl(url)} for ${idleTimeoutMs} ms`, { resumable: true });
       this.fail(this.timedOut);
     });
@@ -191,7 +192,7 @@ class Exchange {
   private bodyEnded(): void {
     if (this.serverClosed) this.settle();
     else if (!this.graceTimer) {
-      this.socket.resume();
+      this.release();
       this.graceTimer = setTimeout(() => this.settle(), CLOSE_GRACE_MS);
     }
   }
@@ -231,18 +232,32 @@ class Exchange {
       return body.promise;
     }
     if (this.parser.ended) this.bodyEnded();
-    else if (!this.pausedByReader) this.socket.resume();
+    else if (!this.pausedByReader) this.release();
     return body.promise;
   }
 
   pause(): void {
     this.pausedByReader = true;
-    this.socket.pause();
+    this.hold();
   }
 
   resume(): void {
     this.pausedByReader = false;
-    if (!this.failure) this.socket.resume();
+    if (!this.failure) this.release();
+  }
+
+  /**
+   * Stops reading. The idle timeout waits for the server only: while this side holds the
+   * socket (re-hashing a long partial file, a slow disk) it does not run.
+   */
+  private hold(): void {
+    this.socket.pause();
+    this.socket.setTimeout(0);
+  }
+
+  private release(): void {
+    this.socket.setTimeout(this.idleTimeoutMs);
+    this.socket.resume();
   }
 
   timeoutError(): DownloadError | null {

@@ -200,6 +200,29 @@ describe('model download failures (LMSP 5.1, 9)', () => {
     assert.equal(partialBytes(modelsDir)?.length, 100_000);
   }, 'pull-idle'));
 
+  test('a slow disk is not a silent server: the idle timeout runs only while the download waits for the server', () => withDataDir(async (modelsDir) => {
+    // 20 MiB fill every write block, so reading stops for each 250 ms write, longer than the timeout.
+    const body = Buffer.concat([MODEL.subarray(0, 4), Buffer.alloc(20 << 20, 7)]);
+    const path = servedPath(body);
+    let writes = 0;
+    const slowDisk: OpenPartialSink = async (file, mode) => {
+      const real = await openPartialFile(file, mode);
+      return {
+        ...real,
+        async append(buffer, length) {
+          writes += 1;
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          await real.append(buffer, length);
+        },
+      };
+    };
+    const result = await downloadModel(options(modelsDir, path, { idleTimeoutMs: 100, openPartial: slowDisk }));
+    assert.equal(result.sizeBytes, body.length);
+    assert.equal(result.digest, sha256Digest(body));
+    assert.ok(writes >= 5, `the disk was the bottleneck (${writes} writes)`);
+    assert.equal(server.requestsTo(path).length, 1, 'one request: the connection was never dropped as idle');
+  }, 'pull-slow-disk'));
+
   test('a refused connection is resumable', () => withDataDir(async (modelsDir) => {
     const closed = await startModelServer();
     const url = `${closed.url}/tiny.gguf`;
