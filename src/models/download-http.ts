@@ -149,7 +149,8 @@ class Exchange {
       this.timedOut = new DownloadError('timeout', `no data from ${describeUrl(url)} for ${idleTimeoutMs} ms`, { resumable: true });
       this.fail(this.timedOut);
     });
-    this.socket.on('error', (error) => this.fail(error));
+    // A reset after the whole body (a server that closes hard) loses nothing.
+    this.socket.on('error', (error) => (this.parser.ended ? this.closedByServer() : this.fail(error)));
     this.socket.on('end', () => this.closedByServer());
     this.socket.on('close', () => this.closedByServer());
     if (signal.aborted) this.onAbort();
