@@ -292,6 +292,8 @@ export class ResponseParser {
     }
     if (contentLength === undefined) return 'close'; // rule 8
     this.remaining = parseContentLength(contentLength);
+    // The one length a repeated field (`42, 42`) means, so that readers of the head agree with the framing.
+    this.headers['content-length'] = String(this.remaining);
     return 'length';
   }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DownloadError } from '../../src/models/download-errors.js';
@@ -68,6 +69,57 @@ function fullDiskAfter(limit: number): OpenPartialSink {
       },
     };
   };
+}
+
+interface RawServer {
+  url: string;
+  /** The head of each request, in order. */
+  requests: string[];
+  close(): Promise<void>;
+}
+
+/** A bare TCP server for answers the model server cannot give: `answer` writes the bytes of each, by hand. */
+async function startRawServer(answer: (socket: Socket, index: number) => void): Promise<RawServer> {
+  const requests: string[] = [];
+  const sockets = new Set<Socket>();
+  const raw = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    let head = '';
+    const onData = (data: Buffer) => {
+      head += data.toString('latin1');
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      socket.off('data', onData);
+      requests.push(head.slice(0, end));
+      answer(socket, requests.length - 1);
+    };
+    socket.on('data', onData);
+  });
+  await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(raw.address() as AddressInfo).port}`,
+    requests,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => raw.close(() => resolve()));
+    },
+  };
+}
+
+async function withRawServer(answer: (socket: Socket, index: number) => void, run: (raw: RawServer) => Promise<void>): Promise<void> {
+  const raw = await startRawServer(answer);
+  try {
+    await run(raw);
+  } finally {
+    await raw.close();
+  }
+}
+
+function rawOptions(raw: RawServer, modelsDir: string, extra: Partial<DownloadOptions> = {}): DownloadOptions {
+  const settings = pullSettingsFromEnvironment({ LMSP_HF_ENDPOINT: raw.url });
+  return { source: parsePullSource(`${raw.url}/tiny.gguf`, settings), settings, modelsDir, id: 'tiny', ...extra };
 }
 
 describe('model download failures (LMSP 5.1, 9)', () => {
@@ -222,6 +274,18 @@ describe('model download failures (LMSP 5.1, 9)', () => {
     assert.ok(writes >= 5, `the disk was the bottleneck (${writes} writes)`);
     assert.equal(server.requestsTo(path).length, 1, 'one request: the connection was never dropped as idle');
   }, 'pull-slow-disk'));
+
+  test('a Content-Length sent twice is one length: a petabyte declared twice fails before a byte is written', () => withDataDir(async (modelsDir) => {
+    const declared = 2 ** 50;
+    await withRawServer((socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${declared}\r\nContent-Length: ${declared}\r\n\r\n`);
+      socket.write(MODEL.subarray(0, 4096)); // then silence, the connection held open
+    }, async (raw) => {
+      const error = await failure(downloadModel(rawOptions(raw, modelsDir, { idleTimeoutMs: 5000 })), 'disk_full', 'download_failed', false);
+      assert.match(error.message, new RegExp(`needs ${declared} more bytes`));
+      nothingLeft(modelsDir);
+    });
+  }, 'pull-repeated-length'));
 
   test('a refused connection is resumable', () => withDataDir(async (modelsDir) => {
     const closed = await startModelServer();

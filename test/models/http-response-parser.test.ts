@@ -420,6 +420,7 @@ describe('body framing (RFC 9112 6.3)', () => {
       const outcome = newParser();
       feedWhole(outcome.parser, `HTTP/1.1 200 OK\r\n${text}\r\n\r\nabc`);
       assert.equal(outcome.ends, 1, text);
+      assert.equal(outcome.heads[0]!.headers['content-length'], '3', `the head carries the one length it means (${text})`);
     }
   });
 
