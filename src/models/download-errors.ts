@@ -7,7 +7,7 @@
 import type { TaskErrorCode } from '../domain/errors.js';
 
 export type DownloadFailureReason =
-  /** No connection could be made: DNS, refused, reset before an answer (resumable; TLS errors final). */
+  /** No answer came: DNS, refused, closed or reset before a whole head (resumable; TLS errors final). */
   | 'connection_failed'
   /** The connection dropped or reset before the whole body arrived (resumable). */
   | 'connection_lost'

@@ -284,7 +284,9 @@ async function sendOnce(url: URL, headers: Record<string, string>, options: Open
     head = await exchange.head.promise;
   } catch (error) {
     if (error instanceof DownloadError || options.signal.aborted) throw error;
-    if (error instanceof HttpParseError) throw invalidResponse(url, error);
+    // A connection closed before the head was whole is a dropped connection, as a reset is;
+    // only what breaks the grammar is final.
+    if (error instanceof HttpParseError && error.reason !== 'incomplete') throw invalidResponse(url, error);
     throw connectionError(url, error as NodeJS.ErrnoException);
   }
   return {

@@ -275,6 +275,16 @@ describe('model download failures (LMSP 5.1, 9)', () => {
     assert.equal(server.requestsTo(path).length, 1, 'one request: the connection was never dropped as idle');
   }, 'pull-slow-disk'));
 
+  test('a connection closed before the answer, or within its head, is dropped (resumable), not a malformed answer', () => withDataDir(async (modelsDir) => {
+    for (const sent of ['', 'HTTP/1.1 200 OK\r\nContent-Le']) {
+      await withRawServer((socket) => socket.end(sent), async (raw) => {
+        const error = await failure(downloadModel(rawOptions(raw, modelsDir)), 'connection_failed', 'download_failed', true);
+        assert.match(error.message, /closed before the response head was complete/);
+        assert.equal(raw.requests.length, 1);
+      });
+    }
+  }, 'pull-closed-before-answer'));
+
   test('a Content-Length sent twice is one length: a petabyte declared twice fails before a byte is written', () => withDataDir(async (modelsDir) => {
     const declared = 2 ** 50;
     await withRawServer((socket) => {
