@@ -189,11 +189,15 @@ class Exchange {
     if (this.onChunk) this.settle();
   }
 
-  /** The last byte of the body arrived: wait a moment for the server to close, so that an overrun is seen. */
+  /**
+   * The last byte of the body arrived: wait a moment for the server to close, so that an overrun
+   * is seen. No byte is awaited any more, so the idle timeout stops: the grace bounds the wait.
+   */
   private bodyEnded(): void {
     if (this.serverClosed) this.settle();
     else if (!this.graceTimer) {
-      this.release();
+      this.socket.setTimeout(0);
+      this.socket.resume();
       this.graceTimer = setTimeout(() => this.settle(), CLOSE_GRACE_MS);
     }
   }

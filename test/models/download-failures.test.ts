@@ -285,6 +285,19 @@ describe('model download failures (LMSP 5.1, 9)', () => {
     }
   }, 'pull-closed-before-answer'));
 
+  test('a server that keeps the connection open after the whole body: the body is taken, however short the idle timeout', () => withDataDir(async (modelsDir) => {
+    const held: Socket[] = [];
+    await withRawServer((socket) => {
+      held.push(socket); // closed only when the server is
+      socket.write(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${MODEL.length}\r\nConnection: close\r\n\r\n`), MODEL]));
+    }, async (raw) => {
+      const result = await downloadModel(rawOptions(raw, modelsDir, { idleTimeoutMs: 100 }));
+      assert.equal(result.digest, sha256Digest(MODEL));
+      assert.equal(raw.requests.length, 1, 'the body was not dropped as idle and asked for again');
+    });
+    assert.equal(held.length, 1);
+  }, 'pull-held-open'));
+
   test('a Content-Length sent twice is one length: a petabyte declared twice fails before a byte is written', () => withDataDir(async (modelsDir) => {
     const declared = 2 ** 50;
     await withRawServer((socket) => {
