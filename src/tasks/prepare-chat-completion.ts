@@ -214,9 +214,10 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
       // fit, and the default shrinks to the room they leave.
       request.maxCompletionTokens = contextLength - inputTokens;
     } else if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
-      throw new ServiceError('context_length_exceeded',
-        `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
-        { param: 'messages' });
+      // The message names only what the client sent: without a limit, the messages alone are at fault.
+      const what = asked === null ? `The messages (${inputTokens} tokens) leave no room for a completion in`
+        : `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed`;
+      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'messages' });
     }
   }
   return { completion, task: newChatCompletionTask(completion, body.on_restart ?? 'fail') };

@@ -111,6 +111,9 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     assert.ok(body.usage.prompt_tokens > model.context_length - 1024, `prompt_tokens ${body.usage.prompt_tokens}`);
     assert.ok(body.usage.prompt_tokens + body.usage.completion_tokens <= model.context_length);
     const tooLong = [{ role: 'user', content: 'ab '.repeat(Math.ceil(model.context_length / 3)) }];
-    await expectError(await chat(service, { messages: tooLong }), 400, 'context_length_exceeded', 'messages');
+    const refused = await expectError(await chat(service, { messages: tooLong }), 400, 'context_length_exceeded', 'messages');
+    // Neither limit was sent, so the message does not blame one.
+    assert.doesNotMatch(refused, /max_tokens|max_completion_tokens/);
+    assert.match(refused, /^The messages \(\d+ tokens\) leave no room for a completion in the context length of 'lmsp-tiny' \(\d+ tokens\)\.$/);
   }));
 });
