@@ -41,18 +41,35 @@ function contentText(content: string | ChatContentPart[], param: string, role: C
   }).join('');
 }
 
+/**
+ * As OpenAI answers: the tool messages right after an assistant message with `tool_calls` answer
+ * those calls, each of them, and a tool message answers only a call of that message (LMSP 6.2).
+ */
+function unansweredCallsError(pending: ReadonlySet<string>, param: string): ServiceError {
+  return invalidRequest(param, "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+    + `The following tool_call_ids did not have response messages: ${[...pending].join(', ')}.`);
+}
+
 /** Each message in the domain's form, checked for the fields its role needs (LMSP 13). */
 function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletionMessage[] {
-  const callIds = new Set<string>();
-  return messages.map((message, index): ChatCompletionMessage => {
+  /** The calls of the assistant message that the current run of tool messages answers. */
+  let calls = new Set<string>();
+  /** Those of them no tool message has answered yet. */
+  let pending = new Set<string>();
+  const normalized = messages.map((message, index): ChatCompletionMessage => {
     const param = `messages[${index}]`;
     const name = message.name !== undefined ? { name: message.name } : {};
+    if (message.role !== 'tool') {
+      if (pending.size > 0) throw unansweredCallsError(pending, `${param}.role`);
+      calls = new Set();
+    }
     if (message.role === 'assistant') {
       const toolCalls = (message.tool_calls ?? []).map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments }));
       if ((message.content === undefined || message.content === null) && toolCalls.length === 0) {
         throw invalidRequest(`${param}.content`, `Missing required parameter: '${param}.content' (an assistant message needs content or tool_calls).`);
       }
-      for (const call of toolCalls) callIds.add(call.id);
+      calls = new Set(toolCalls.map((call) => call.id));
+      pending = new Set(calls);
       const content = message.content === undefined || message.content === null ? null : contentText(message.content, `${param}.content`, 'assistant');
       return { role: 'assistant', content, ...(toolCalls.length > 0 ? { toolCalls } : {}), ...name };
     }
@@ -62,14 +79,18 @@ function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletio
     const content = contentText(message.content, `${param}.content`, message.role);
     if (message.role === 'tool') {
       if (message.tool_call_id === undefined) throw invalidRequest(`${param}.tool_call_id`, `Missing required parameter: '${param}.tool_call_id'.`);
-      // LMSP 6.2: a result must answer a call an earlier assistant message made.
-      if (!callIds.has(message.tool_call_id)) {
-        throw invalidRequest(`${param}.tool_call_id`, `No tool call with id '${message.tool_call_id}' precedes this tool message.`);
+      if (!calls.has(message.tool_call_id)) {
+        throw invalidRequest(`${param}.tool_call_id`,
+          `A tool message must answer a call of the assistant message before it; '${message.tool_call_id}' is not among its tool_calls.`);
       }
+      pending.delete(message.tool_call_id);
       return { role: 'tool', content, toolCallId: message.tool_call_id };
     }
     return { role: message.role, content, ...name };
   });
+  // The conversation cannot end on calls: the model would be asked to go on without their results.
+  if (pending.size > 0) throw unansweredCallsError(pending, 'messages');
+  return normalized;
 }
 
 function responseFormatOf(body: CreateChatCompletionBody): ChatResponseFormat {
@@ -193,9 +214,10 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
       // fit, and the default shrinks to the room they leave.
       request.maxCompletionTokens = contextLength - inputTokens;
     } else if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
-      throw new ServiceError('context_length_exceeded',
-        `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
-        { param: 'messages' });
+      // The message names only what the client sent: without a limit, the messages alone are at fault.
+      const what = asked === null ? `The messages (${inputTokens} tokens) leave no room for a completion in`
+        : `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed`;
+      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'messages' });
     }
   }
   return { completion, task: newChatCompletionTask(completion, body.on_restart ?? 'fail') };

@@ -58,6 +58,22 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     assert.equal(body.choices[0]!.message.tool_calls?.[0]?.function.name, 'add');
   }));
 
+  test('tool calls are answered by the tool messages right after them, each of them, as OpenAI requires', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
+    const user = { role: 'user', content: 'Hi' };
+    const calls = { role: 'assistant', content: null, tool_calls: [call('c1'), call('c2')] };
+    const result = (id: string) => ({ role: 'tool', tool_call_id: id, content: 'r' });
+    const unanswered = await expectError(await chat(service, { messages: [user, calls, result('c1'), user] }), 400, 'invalid_request', 'messages[3].role');
+    assert.match(unanswered, /did not have response messages: c2\.$/);
+    await expectError(await chat(service, { messages: [user, calls, user] }), 400, 'invalid_request', 'messages[2].role');
+    await expectError(await chat(service, { messages: [user, calls] }), 400, 'invalid_request', 'messages');
+    // A result given after the conversation moved on answers nothing the model is waiting for.
+    await expectError(await chat(service, { messages: [user, calls, result('c1'), result('c2'), user, result('c1')] }),
+      400, 'invalid_request', 'messages[5].tool_call_id');
+    const answered = await chat(service, { messages: [user, calls, result('c2'), result('c1'), user], max_completion_tokens: 2 });
+    assert.equal(answered.status, 200, await answered.text());
+  }));
+
   test('unsupported_schema names the keyword and where it is in the words of the Responses API, for formats and tools alike', { timeout: 60_000 }, () =>
     withService({}, async (service) => {
       const schema = { type: 'object', properties: { a: { type: 'string', not: { const: 'x' } } } };
@@ -95,6 +111,9 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     assert.ok(body.usage.prompt_tokens > model.context_length - 1024, `prompt_tokens ${body.usage.prompt_tokens}`);
     assert.ok(body.usage.prompt_tokens + body.usage.completion_tokens <= model.context_length);
     const tooLong = [{ role: 'user', content: 'ab '.repeat(Math.ceil(model.context_length / 3)) }];
-    await expectError(await chat(service, { messages: tooLong }), 400, 'context_length_exceeded', 'messages');
+    const refused = await expectError(await chat(service, { messages: tooLong }), 400, 'context_length_exceeded', 'messages');
+    // Neither limit was sent, so the message does not blame one.
+    assert.doesNotMatch(refused, /max_tokens|max_completion_tokens/);
+    assert.match(refused, /^The messages \(\d+ tokens\) leave no room for a completion in the context length of 'lmsp-tiny' \(\d+ tokens\)\.$/);
   }));
 });
