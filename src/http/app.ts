@@ -107,7 +107,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     // outlives the client pools' own.
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     requestTimeout: REQUEST_TIMEOUT_MS,
-    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    // A request without Host is refused by the Host check (LMSP 2: 421 in the error shape), not
+    // by Node's own bare 400.
+    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS, requireHostHeader: false },
     clientErrorHandler,
     forceCloseConnections: true,
     return503OnClosing: true,

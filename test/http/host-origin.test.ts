@@ -29,6 +29,10 @@ describe('Host and Origin checks (LMSP section 2)', () => {
       }
       const missing = await rawRequest(service.url, 'GET /v1/service HTTP/1.0\r\n\r\n');
       assert.equal(missing.status, 421, 'a request without Host is not known to be for us');
+      // HTTP/1.1 requires a Host; one without it is still answered as LMSP answers a foreign Host.
+      const missing11 = await rawRequest(service.url, 'GET /v1/service HTTP/1.1\r\nConnection: close\r\n\r\n');
+      assert.equal(missing11.status, 421, 'an HTTP/1.1 request without Host');
+      assert.equal((JSON.parse(missing11.body) as { error: { code: string } }).error.code, 'misdirected_request');
     }));
 
   test('--allowed-hosts adds names', () => withService({ args: ['--allowed-hosts', 'lmsp.lan,box.local'] }, async (service) => {
