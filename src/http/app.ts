@@ -107,7 +107,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     // outlives the client pools' own.
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     requestTimeout: REQUEST_TIMEOUT_MS,
-    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    // A request without Host is refused by the Host check (LMSP 2: 421 in the error shape), not
+    // by Node's own bare 400.
+    http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS, requireHostHeader: false },
     clientErrorHandler,
     forceCloseConnections: true,
     return503OnClosing: true,
@@ -135,8 +137,16 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   // JSON only (LMSP section 2). An empty body is an empty object, so body-less POSTs (cancel,
   // verify) work with clients that still send `Content-Type: application/json`.
   app.removeAllContentTypeParsers();
+  // LMSP 2: bodies are UTF-8. Bytes that are not are refused rather than read as U+FFFD, which
+  // would silently change a prompt (JSON text must be UTF-8, RFC 8259).
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
   const parseJson = (_request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
-    const text = body.toString().trim();
+    let text: string;
+    try {
+      text = (typeof body === 'string' ? body : utf8.decode(body)).trim();
+    } catch {
+      return done(new ServiceError('invalid_json', 'The request body is not valid UTF-8.'), undefined);
+    }
     if (text === '') return done(null, {});
     if (jsonDepthExceeds(text)) {
       return done(new ServiceError('invalid_json', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`), undefined);
@@ -147,8 +157,8 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       done(new ServiceError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
     }
   };
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
-  app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'string' }, parseJson);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson);
+  app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'buffer' }, parseJson);
 
   app.setErrorHandler(async (error, request, reply) => {
     const serviceError = toServiceError(error);

@@ -10,7 +10,7 @@ import type { Client } from '../domain/clients.js';
 import { taskEndError } from '../tasks/chat-completions.js';
 import { followTask, type FollowEnd } from '../tasks/follow.js';
 import type { AppContext } from './context.js';
-import { writeFrames } from './sse.js';
+import { openEventStream, writeFrames } from './sse.js';
 
 /**
  * Streams the chunks of a chat completion's task from its first event until its terminal one,
@@ -31,15 +31,7 @@ export async function streamChatChunks(context: AppContext, reply: FastifyReply,
   let heartbeat: NodeJS.Timeout | null = null;
   const raw = reply.raw;
   try {
-    reply.hijack();
-    raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      ...options.headers,
-    });
-    raw.flushHeaders();
+    openEventStream(reply, options.headers);
     heartbeat = setInterval(() => {
       if (!raw.writableEnded) raw.write(': keep-alive\n\n');
     }, context.heartbeatMs);

@@ -2,7 +2,7 @@
  * Server-sent events (LMSP 7.3): frames `id: <sequence_number>`, `event: <type>`, `data: <json>`;
  * a comment line every heartbeat interval; the caller ends the stream after the terminal event.
  */
-import type { ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import { sseFrame } from '../api/events.js';
 import type { LoggedEvent } from '../domain/tasks.js';
@@ -12,16 +12,7 @@ export class EventStream {
   private readonly abort = new AbortController();
 
   constructor(private readonly reply: FastifyReply, heartbeatMs: number, headers: Record<string, string> = {}) {
-    reply.hijack();
-    const raw = reply.raw;
-    raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      ...headers,
-    });
-    raw.flushHeaders();
+    const raw = openEventStream(reply, headers);
     this.heartbeat = setInterval(() => {
       if (!raw.writableEnded) raw.write(': keep-alive\n\n');
     }, heartbeatMs);
@@ -52,6 +43,28 @@ export class EventStream {
     clearInterval(this.heartbeat);
     if (!this.reply.raw.writableEnded) this.reply.raw.end();
   }
+}
+
+/**
+ * Takes the connection over from Fastify and sends the head of an event stream. Headers already
+ * set on the reply (the CORS headers of an allowed origin, LMSP 2) go with it: Fastify sends them
+ * only with answers it writes itself.
+ */
+export function openEventStream(reply: FastifyReply, headers: Record<string, string> = {}): ServerResponse {
+  const set: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) set[name] = value;
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    ...set,
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+    ...headers,
+  });
+  raw.flushHeaders();
+  return raw;
 }
 
 /** Writes frames; when the socket's buffer is full, waits for it to drain (or close) before answering. */

@@ -20,4 +20,15 @@ describe('POST /v1/pairing-codes without a body (LMSP 4; every field is optional
       const empty = await api(service, '/v1/pairing-codes', { method: 'POST', json: {}, headers: { 'idempotency-key': 'bare-code' } });
       assert.equal(empty.status, 201, 'no body and {} are the same request');
     }));
+
+  test('a body that is not an object, JSON null included, is 400 as on every route', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      for (const body of ['null', '[]', '"x"', '1']) {
+        const answer = await api(service, '/v1/pairing-codes', { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+        assert.equal(answer.status, 400, body);
+        const { error } = (await answer.json()) as { error: { code: string; param: string | null } };
+        assert.equal(error.code, 'invalid_request', body);
+        assert.equal(error.param, null, body);
+      }
+    }));
 });

@@ -75,6 +75,27 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     assert.deepEqual(rowCounts(service), before, 'no request above wrote anything');
   }));
 
+  test('a body that is not UTF-8 is 400 invalid_json, never read with replacement characters (LMSP section 2)', () =>
+    withService({}, async (service) => {
+      const before = rowCounts(service);
+      const bytes = (text: string, inserted: number[]) => {
+        const [head, tail] = text.split('|');
+        return Buffer.concat([Buffer.from(head!), Buffer.from(inserted), Buffer.from(tail!)]);
+      };
+      const post = (path: string, body: Buffer) =>
+        api(service, path, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      for (const invalid of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
+        const body = bytes('{"model": "lmsp-tiny", "input": "a|b", "max_output_tokens": 1}', invalid);
+        await expectError(await post('/v1/responses', body), 400, 'invalid_json', null);
+        await expectError(await post('/v1/pair', bytes('{"code": "AAAA-AAAA", "client_name": "|"}', invalid)), 400, 'invalid_json');
+      }
+      assert.deepEqual(rowCounts(service), before, 'nothing was written');
+      // Well-formed UTF-8 (accents, emoji, a byte order mark) is read as sent.
+      const ok = await post('/v1/responses', Buffer.from('\ufeff{"model": "lmsp-tiny", "input": "héllo 🙂", "max_output_tokens": 1, "metadata": {"k": "é🙂"}}'));
+      assert.equal(ok.status, 200);
+      assert.deepEqual(((await ok.json()) as { metadata: unknown }).metadata, { k: 'é🙂' });
+    }));
+
   test('unknown ids and routes are 404 not_found on every path', () => withService({}, async (service) => {
     for (const [method, path] of [
       ['GET', '/v1/responses/resp_missing'], ['POST', '/v1/responses/resp_missing/cancel'], ['DELETE', '/v1/responses/resp_missing'],

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { withService } from '../helpers/service.js';
+import { api, withService } from '../helpers/service.js';
 import { rawGet, rawRequest } from '../helpers/raw-http.js';
 
 function hostOf(url: string): string {
@@ -29,6 +29,10 @@ describe('Host and Origin checks (LMSP section 2)', () => {
       }
       const missing = await rawRequest(service.url, 'GET /v1/service HTTP/1.0\r\n\r\n');
       assert.equal(missing.status, 421, 'a request without Host is not known to be for us');
+      // HTTP/1.1 requires a Host; one without it is still answered as LMSP answers a foreign Host.
+      const missing11 = await rawRequest(service.url, 'GET /v1/service HTTP/1.1\r\nConnection: close\r\n\r\n');
+      assert.equal(missing11.status, 421, 'an HTTP/1.1 request without Host');
+      assert.equal((JSON.parse(missing11.body) as { error: { code: string } }).error.code, 'misdirected_request');
     }));
 
   test('--allowed-hosts adds names', () => withService({ args: ['--allowed-hosts', 'lmsp.lan,box.local'] }, async (service) => {
@@ -81,4 +85,26 @@ describe('Host and Origin checks (LMSP section 2)', () => {
     const denied = await rawGet(service.url, '/v1/service', { Host: host, Origin: 'http://app.example:3001' });
     assert.equal(denied.status, 403);
   }));
+
+  test('event streams to an allowed origin carry the CORS headers, so its page can read them', () =>
+    withService({ args: ['--allowed-origins', 'http://app.example:3000'] }, async (service) => {
+      const origin = 'http://app.example:3000';
+      const post = (path: string, json: unknown) => api(service, path, { method: 'POST', json, headers: { origin } });
+      const response = await post('/v1/responses', { model: 'lmsp-tiny', input: 'x', max_output_tokens: 2, stream: true });
+      const chat = await post('/v1/chat/completions', { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, stream: true });
+      const created = (await (await post('/v1/responses', { model: 'lmsp-tiny', input: 'x', max_output_tokens: 2, background: true })).json()) as {
+        id: string; task: { id: string };
+      };
+      const events = await api(service, `/v1/tasks/${created.task.id}/events?stream=true`, { headers: { origin } });
+      const replay = await api(service, `/v1/responses/${created.id}?stream=true`, { headers: { origin } });
+      for (const [what, answer] of Object.entries({ response, chat, events, replay })) {
+        assert.equal(answer.status, 200, what);
+        assert.match(answer.headers.get('content-type') ?? '', /^text\/event-stream/, what);
+        assert.equal(answer.headers.get('access-control-allow-origin'), origin, `${what} stream`);
+        assert.match(answer.headers.get('access-control-expose-headers') ?? '', /location/, what);
+        await answer.text();
+      }
+      assert.match(response.headers.get('location') ?? '', /^\/v1\/responses\/resp_/, 'the stream keeps its own headers');
+      assert.match(chat.headers.get('lmsp-task-id') ?? '', /^task_/);
+    }));
 });

@@ -28,9 +28,10 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
   app.post('/v1/pairing-codes', {
     config: { access: 'admin' },
     schema: { body: pairingCodeBody },
-    // Every field is optional: a POST without a body is the request `{}` (its key's fingerprint too).
+    // Every field is optional: a POST without a body is the request `{}` (its key's fingerprint
+    // too). A body of JSON `null` is a body, and not an object: 400 as on every other route.
     preValidation: async (request) => {
-      request.body ??= {};
+      if (request.body === undefined) request.body = {};
     },
   }, async (request, reply) => {
     const body = request.body as { name?: string | null; scopes?: Scope[]; ttl_seconds?: number };
