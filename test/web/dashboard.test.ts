@@ -122,6 +122,31 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await assertAccessible(page, 'task (completed)');
     })));
 
+  test('a task page refused its event stream by the limits (429) follows the task once a place frees up', () =>
+    withService({ args: ['--max-streams', '1'], env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      const client = await signIn(page, service, ['responses']);
+      const created = (await client.createResponse({ model: 'lmsp-tiny', input: 'wait', max_output_tokens: 100, background: true })).body;
+      // Another client holds the only event stream the service allows (LMSP 16).
+      const holder = new AbortController();
+      const held = await api(service, `/v1/tasks/${created.task.id}/events?stream=true`, { signal: holder.signal });
+      assert.equal(held.status, 200);
+      await page.goto(`${service.url}/#/tasks/${created.task.id}`);
+      await page.getByText('This page asks again by itself').waitFor();
+      await page.getByText('Waiting for the service to allow another event stream.').waitFor();
+      await screenshot(page, 'task-stream-refused');
+      await assertAccessible(page, 'task (stream refused)');
+
+      holder.abort();
+      await page.locator('.facts .badge', { hasText: 'completed' }).waitFor({ timeout: 60_000 });
+      const task = await service.client.getTask(created.task.id);
+      await waitFor(async () => (await page.locator('.log tbody tr').count()) === task.last_sequence_number, { what: 'every event in the log' });
+      const final = await service.client.getResponse(created.id);
+      assert.equal(await page.getByTestId('output').textContent(), final.output[0]!.content[0]!.text);
+      assert.equal(await page.getByText('This page asks again by itself').count(), 0, 'the notice is gone once the stream is open');
+      await page.getByText('The log is complete.').waitFor();
+    })));
+
   test('cancel a running task from its page; the task list filters by status', () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, (service) => withBrowser(async (browser) => {
       const page = await browser.newPage();

@@ -80,6 +80,8 @@ export function TaskView({ taskId }: { taskId: string }) {
   const { session, announce } = useApp();
   const [task, setTask] = useState<Task | null>(null);
   const [error, setError] = useState<Error | null>(null);
+  /** The service refused the event stream for now (LMSP 16); the page asks again by itself. */
+  const [refusal, setRefusal] = useState<Error | null>(null);
   const [live, setLive] = useState<LiveState>(EMPTY);
   const [cancelMessage, setCancelMessage] = useState<string | null>(null);
   const lastStatus = useRef<string | null>(null);
@@ -109,7 +111,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       setLive((state) => applyEvents(state, events));
       // Status changes come as events other than deltas: read the task again then.
       if (events.some((event) => !event.type.endsWith('.delta') && event.type !== 'chat.completion.chunk' && event.type !== 'model.pull.progress')) void reload();
-    }, abort.signal).catch((failure: Error) => setError(failure));
+    }, abort.signal, setRefusal).catch((failure: Error) => setError(failure));
     return () => abort.abort();
   }, [taskId]);
 
@@ -131,6 +133,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       <p class="crumbs"><a href={href('tasks')}>Tasks</a> / <Code>{taskId}</Code></p>
       <PageHeading>Task <Code>{taskId}</Code></PageHeading>
       <ErrorNotice error={error} />
+      {refusal && <Notice>{refusal.message} This page asks again by itself.</Notice>}
       {task && (
         <section class="panel" aria-labelledby="task-summary">
           <h2 id="task-summary">Summary</h2>
@@ -165,7 +168,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
         <p class="help">
-          {live.eventCount} events{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {streaming ? 'Following live.' : 'The log is complete.'}
+          {live.eventCount} events{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? 'Waiting for the service to allow another event stream.' : streaming ? 'Following live.' : 'The log is complete.'}
         </p>
         <div class="table-wrap log" ref={log} tabIndex={0} role="region" aria-label="Event log, scrollable" onScroll={(event) => {
           const element = event.currentTarget;
