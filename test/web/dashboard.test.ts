@@ -168,6 +168,9 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await waitFor(async () => (await rows.count()) === 1 && (await rows.first().textContent())!.includes(long.task.id), { what: 'the cancelled filter' });
       await page.getByLabel('Completed').check();
       await waitFor(async () => (await rows.count()) === 1 && (await rows.first().textContent())!.includes(done.task.id), { what: 'the completed filter' });
+      // Timestamps are whole seconds (LMSP 2): a run time says no more than they know.
+      const runTime = (await rows.first().locator('td').nth(5).textContent())!;
+      assert.match(runTime, /^(under 1 s|\d+ s)$/, `the run time of a 3-token task: ${runTime}`);
       await page.getByLabel('Failed').check();
       await page.getByText('No failed tasks').waitFor();
     })));

@@ -4,14 +4,14 @@
  * way any client rebuilds a response from its stream.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { formatBytes, formatDuration, formatTime } from '../format.js';
+import { formatBytes, formatTime } from '../format.js';
 import { href } from '../router.js';
 import { request } from '../session.js';
 import { followTaskEvents } from '../stream.js';
 import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp } from '../ui.js';
 import { isUnfinished, outputText, type Response, type Task, type TaskEvent } from '../wire.js';
 import { ResponseDetails } from './response-details.js';
-import { taskDuration } from './tasks.js';
+import { formatRunTime } from './tasks.js';
 
 /** Rows of the event log shown at once; the whole log stays available from the API. */
 const LOG_ROWS = 300;
@@ -143,7 +143,7 @@ export function TaskView({ taskId }: { taskId: string }) {
             <div><dt>Model</dt><dd>{task.model}</dd></div>
             <div><dt>Client</dt><dd><Code>{task.client_id}</Code></dd></div>
             <div><dt>Created</dt><dd>{formatTime(task.created_at)}</dd></div>
-            <div><dt>Run time</dt><dd>{formatDuration(taskDuration(task))}</dd></div>
+            <div><dt>Run time</dt><dd>{formatRunTime(task)}</dd></div>
             <div><dt>Attempt</dt><dd>{task.attempt}</dd></div>
             <div><dt>On restart</dt><dd>{task.on_restart}</dd></div>
             <div><dt>Events</dt><dd>{task.last_sequence_number}</dd></div>

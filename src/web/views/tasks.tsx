@@ -23,6 +23,18 @@ export function taskDuration(task: Task, now = Date.now() / 1000): number | null
   return (task.finished_at ?? now) - task.started_at;
 }
 
+/**
+ * A task's run time as its timestamps know it: whole seconds (LMSP 2), so a run that started and
+ * ended within one second is 'under 1 s', never a precise-looking '0 ms'.
+ */
+export function formatRunTime(task: Task, now = Date.now() / 1000): string {
+  const seconds = taskDuration(task, now);
+  if (seconds === null) return '-';
+  const whole = Math.floor(seconds);
+  if (whole < 1) return 'under 1 s';
+  return whole < 60 ? `${whole} s` : formatDuration(whole);
+}
+
 export function TaskTable({ tasks, caption, showClient }: { tasks: Task[]; caption: string; showClient: boolean }) {
   return (
     <div class="table-wrap">
@@ -47,7 +59,7 @@ export function TaskTable({ tasks, caption, showClient }: { tasks: Task[]; capti
               <td>{task.model}</td>
               <td><StatusBadge status={task.status} />{task.error && <span class="error-code"> {task.error.code}</span>}</td>
               <td><Ago seconds={task.created_at} /></td>
-              <td>{formatDuration(taskDuration(task))}</td>
+              <td>{formatRunTime(task)}</td>
               {showClient && <td><Code>{task.client_id}</Code></td>}
             </tr>
           ))}
