@@ -1,15 +1,14 @@
 /**
- * Tokens per second and queue depth over the last minutes, drawn by uPlot (small, fast, no
+ * Tokens per second and queue depth over the history the dashboard keeps (the time axis always
+ * spans all of it, even with one sample), drawn by uPlot (small, fast, no
  * dependencies, canvas). The canvas is hidden from assistive technology: the caption says the same
  * figures in words.
  */
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import type { Sample } from './metrics.js';
+import { HISTORY_SECONDS, type Sample } from './metrics.js';
 
 const HEIGHT = 220;
-/** The time axis always spans the last five minutes, even with one sample (seconds, as `at`). */
-const WINDOW_SECONDS = 300;
 
 function dataOf(samples: Sample[]): uPlot.AlignedData {
   return [samples.map((sample) => sample.at), samples.map((sample) => sample.tokensPerSecond), samples.map((sample) => sample.queued)];
@@ -30,7 +29,7 @@ export function ThroughputChart({ samples }: { samples: Sample[] }) {
       height: HEIGHT,
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true, range: (_u, _min, max) => [max - WINDOW_SECONDS, max] }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
+      scales: { x: { time: true, range: (_u, _min, max) => [max - HISTORY_SECONDS, max] }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
       axes: [
         { ...axis },
         { ...axis, scale: 'tokens', label: 'tokens/s', size: 60 },

@@ -9,8 +9,8 @@ import { authorization, checked, type Session } from './session.js';
 export type { Figures, Sample };
 
 export const SAMPLE_INTERVAL_MS = 2000;
-/** How much history the chart keeps: ten minutes of samples. */
-const HISTORY_SECONDS = 600;
+/** How much history the chart keeps and spans: ten minutes of samples. */
+export const HISTORY_SECONDS = 600;
 
 export interface MetricsState {
   figures: Figures | null;

@@ -168,7 +168,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
         <p class="help">
-          {live.eventCount} events{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? 'Waiting for the service to allow another event stream.' : streaming ? 'Following live.' : 'The log is complete.'}
+          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? 'Waiting for the service to allow another event stream.' : streaming ? 'Following live.' : 'The log is complete.'}
         </p>
         <div class="table-wrap log" ref={log} tabIndex={0} role="region" aria-label="Event log, scrollable" onScroll={(event) => {
           const element = event.currentTarget;
