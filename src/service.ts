@@ -149,7 +149,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
   // checkpoints move to the maintenance worker too, off the thread that answers requests.
   await maintenance.sweep();
-  const recovered = report.failed + report.cancelled + report.requeued + report.resumed + report.idempotencyKeysReleased;
+  const recovered = report.failed + report.cancelled + report.requeued + report.resumed + report.idempotencyKeysReleased + report.idempotencyKeysKept;
   maintenance.start({ checkpointNow: recovered > 0 });
 
   // Creates written by a thread of its own (store/writer.ts), off the thread that answers

@@ -41,6 +41,11 @@ export interface StoredAnswer {
   body?: unknown;
   /** A streaming create: a replay sends the task's events from the start. */
   streamTaskId?: string;
+  /**
+   * A plain create whose request died with the process while its task went on (LMSP 7.5, 8): a
+   * replay waits for the task to finish and answers as the create would have.
+   */
+  awaitTaskId?: string;
 }
 
 /** What an effect records with its key. */
@@ -93,7 +98,7 @@ export class IdempotencyTable {
   private readonly completeStatement;
   private readonly deleteStatement;
   private readonly deleteExpiredStatement;
-  private readonly releaseInFlightStatement;
+  private readonly inFlightStatement;
 
   constructor(db: Sqlite) {
     this.getStatement = db.prepare<[string, string, number], DbIdempotencyKey>(
@@ -111,7 +116,8 @@ export class IdempotencyTable {
     this.deleteExpiredStatement = db.prepare(`
       DELETE FROM idempotency_keys
       WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`);
-    this.releaseInFlightStatement = db.prepare("DELETE FROM idempotency_keys WHERE state = 'in_flight'");
+    this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'task_id'>>(
+      "SELECT scope, key, task_id FROM idempotency_keys WHERE state = 'in_flight'");
   }
 
   /**
@@ -157,9 +163,26 @@ export class IdempotencyTable {
     return this.deleteExpiredStatement.run(now, limit).changes;
   }
 
-  /** At startup: requests that were still running died with the process, so their keys are released. */
-  releaseInFlight(): number {
-    return this.releaseInFlightStatement.run().changes;
+  /**
+   * At startup: the requests that were still being answered died with the process. A key whose
+   * task goes on (`answerOf` gives the answer a replay gets) keeps guarding it, so a retry never
+   * makes a second task beside it (LMSP 8); the others are released. Only creates are in flight,
+   * and their answers hold no secret, so the answer is stored as it is.
+   */
+  settleInFlight(answerOf: (taskId: string | null) => StoredAnswer | null): { released: number; kept: number } {
+    let released = 0;
+    let kept = 0;
+    for (const row of this.inFlightStatement.all()) {
+      const answer = answerOf(row.task_id);
+      if (answer) {
+        this.completeStatement.run(answer.status, JSON.stringify(answer), row.scope, row.key);
+        kept += 1;
+      } else {
+        this.deleteStatement.run(row.scope, row.key);
+        released += 1;
+      }
+    }
+    return { released, kept };
   }
 }
 

@@ -19,6 +19,7 @@ import type { TaskCore } from './core.js';
 import { capOf, tooManyTasks, type TaskLimits } from './limits.js';
 import { prepareChatCompletion } from './prepare-chat-completion.js';
 import { settleResponseRequest } from './responses.js';
+import { waitForFinish } from './waiting.js';
 
 export type CreateChatCompletionOutcome = { replay: StoredAnswer } | { completion: StoredChatCompletion; task: Task };
 
@@ -64,6 +65,15 @@ export function chatCompletionAnswer(core: Pick<TaskCore, 'store' | 'machine'>, 
   if (task.status === 'completed') return { status: 200, headers, body: chatCompletionView(core, task) };
   const error = taskEndError(task, task.id);
   return { status: error.status, headers: { ...headers, 'x-should-retry': 'false' }, body: error.toBody() };
+}
+
+/**
+ * A replay of a plain create whose request died with the process while its task went on (LMSP
+ * 8, 13): the answer the create would have given, once the task has finished; null if it is gone.
+ */
+export async function answerOfSurvivingChatCompletion(core: TaskCore, taskId: string): Promise<StoredAnswer | null> {
+  const finished = await waitForFinish(core, taskId);
+  return finished ? chatCompletionAnswer(core, finished) : null;
 }
 
 /** The error a task that did not complete ends its request with: `task_failed` or `task_cancelled`. */

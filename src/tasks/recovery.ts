@@ -4,19 +4,48 @@
  * transaction (the tasks of up to two thousand positions share one, their status changes and
  * events written together at its end).
  */
-import type { RecoveryOutcome } from '../domain/tasks.js';
-import type { Store } from '../store/index.js';
+import { isUnfinished, type RecoveryOutcome } from '../domain/tasks.js';
+import type { StoredAnswer, Store } from '../store/index.js';
+import { TASK_ID_HEADER } from './chat-completions.js';
 import type { TaskMachine } from './task-machine.js';
 
 /** Positions per transaction: at most this many tasks change in one. */
 const WINDOW = 2000;
 
-export type RecoveryReport = Record<RecoveryOutcome, number> & { idempotencyKeysReleased: number; deletedEphemeral: number };
+export type RecoveryReport = Record<RecoveryOutcome, number> & {
+  idempotencyKeysReleased: number; idempotencyKeysKept: number; deletedEphemeral: number;
+};
+
+/**
+ * What a retry of a plain or streaming create gets once its request died with the process while
+ * its task goes on (queued again, or resumed): the stream of that task from its first event, or
+ * for a plain create that task's answer once it finishes, never a second task (LMSP 8). Null
+ * when the task has ended (or is gone): its key is released, and a retry makes a new task.
+ */
+function answerForSurvivingTask(store: Store, taskId: string | null): StoredAnswer | null {
+  const task = taskId === null ? null : store.tasks.get(taskId);
+  if (!task || !isUnfinished(task.status)) return null;
+  let stream: boolean;
+  let headers: Record<string, string> | undefined;
+  if (task.responseId !== null) {
+    const header = store.responses.getHeader(task.responseId);
+    if (!header) return null;
+    stream = header.stream;
+  } else if (task.completionId !== null) {
+    const header = store.chatCompletions.getHeader(task.completionId);
+    if (!header) return null;
+    stream = header.stream;
+    headers = { [TASK_ID_HEADER]: task.id };
+  } else {
+    return null;
+  }
+  return { status: 200, ...(headers ? { headers } : {}), ...(stream ? { streamTaskId: task.id } : { awaitTaskId: task.id }) };
+}
 
 export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRestarts: number): RecoveryReport {
-  const report: RecoveryReport = { unchanged: 0, failed: 0, cancelled: 0, requeued: 0, resumed: 0, idempotencyKeysReleased: 0, deletedEphemeral: 0 };
-  // Requests that were still being answered died with the process: their keys are released.
-  report.idempotencyKeysReleased = store.db.transaction(() => store.idempotency.releaseInFlight());
+  const report: RecoveryReport = {
+    unchanged: 0, failed: 0, cancelled: 0, requeued: 0, resumed: 0, idempotencyKeysReleased: 0, idempotencyKeysKept: 0, deletedEphemeral: 0,
+  };
   // Tasks that stay as they are (LMSP 7.5) are only counted: no read, no write.
   report.unchanged = store.tasks.countUnchangedAtRecovery();
   // In creation order, a window of positions per transaction: neighbouring tasks have their
@@ -44,5 +73,10 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
       }
     });
   }
+  // Requests that were still being answered died with the process. Their keys are settled once
+  // their tasks have their outcome: a crash before this leaves them in flight for the next start.
+  const keys = store.db.transaction(() => store.idempotency.settleInFlight((taskId) => answerForSurvivingTask(store, taskId)));
+  report.idempotencyKeysReleased = keys.released;
+  report.idempotencyKeysKept = keys.kept;
   return report;
 }

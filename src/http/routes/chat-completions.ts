@@ -11,7 +11,7 @@ import { ServiceError, invalidRequest } from '../../domain/errors.js';
 import type { Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import {
-  chatCompletionMessages, chatCompletionView, createChatCompletion, deleteChatCompletion, listChatCompletions,
+  answerOfSurvivingChatCompletion, chatCompletionMessages, chatCompletionView, createChatCompletion, deleteChatCompletion, listChatCompletions,
   settleChatCompletionRequest, TASK_ID_HEADER, updateChatCompletion, visibleTaskOfCompletion,
 } from '../../tasks/chat-completions.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
@@ -56,6 +56,11 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
       return;
     }
     place?.();
+    if (answer.awaitTaskId) {
+      const awaited = await answerOfSurvivingChatCompletion(core, answer.awaitTaskId);
+      if (!awaited) throw new ServiceError('not_found', 'The chat completion this request created has been deleted since.');
+      return sendStoredAnswer(reply, awaited);
+    }
     return sendStoredAnswer(reply, answer);
   };
 

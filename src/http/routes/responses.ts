@@ -14,7 +14,7 @@ import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import {
-  createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
+  answerOfSurvivingResponse, createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
 } from '../../tasks/responses.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
@@ -46,6 +46,11 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
       return;
     }
     place?.();
+    if (answer.awaitTaskId) {
+      const awaited = await answerOfSurvivingResponse(core, answer.awaitTaskId);
+      if (!awaited) throw new ServiceError('not_found', 'The response this request created has been deleted since.');
+      return sendStoredAnswer(reply, awaited);
+    }
     return sendStoredAnswer(reply, answer);
   };
 

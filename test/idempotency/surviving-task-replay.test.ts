@@ -1,0 +1,103 @@
+/**
+ * A plain or streaming create whose process was killed while its task was generating, under a
+ * restart policy that lets the task go on (LMSP 7.5): the Idempotency-Key stays with that task,
+ * so a retry with it follows the task instead of making a second one (LMSP 8).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { ResponseObject } from '../../src/api/types.js';
+import { api, waitFor, withService, type TestService } from '../helpers/service.js';
+import { collectSse, readSse } from '../helpers/sse.js';
+
+const SLOW = { LMSP_DEBUG_TOKEN_DELAY_MS: '40' };
+
+function post(service: TestService, path: string, key: string, body: object): Promise<Response> {
+  return api(service, path, { method: 'POST', json: body, headers: { 'idempotency-key': key } });
+}
+
+async function taskIds(service: TestService): Promise<string[]> {
+  return (await service.client.listTasks({ limit: 1000 })).data.map((task) => task.id);
+}
+
+/** Reads `frames` frames of a streaming create, then kills the service under it. */
+async function killAfterFrames(service: TestService, response: Response, frames: number): Promise<void> {
+  let read = 0;
+  try {
+    for await (const frame of readSse(response)) {
+      void frame;
+      if (++read === frames) await service.kill();
+    }
+  } catch {
+    // The connection dies with the process.
+  }
+  assert.ok(read >= frames, `read ${read} frames before the kill`);
+}
+
+describe('Idempotency-Key of a create killed while its task goes on (LMSP 8, 7.5)', () => {
+  test('a plain response under resume: the retry waits for that task and answers its response, replayed', { timeout: 90_000 }, () =>
+    withService({ env: SLOW }, async (service) => {
+      const body = { model: 'lmsp-tiny', input: 'keep going', max_output_tokens: 30, temperature: 0, on_restart: 'resume' };
+      void post(service, '/v1/responses', 'plain', body).catch(() => undefined);
+      const [taskId] = await waitFor(async () => {
+        const running = (await service.client.listTasks({ status: ['running'] })).data;
+        return running.length === 1 && running[0]!.last_sequence_number > 6 ? [running[0]!.id] : null;
+      }, { what: 'the task to be generating' });
+      await service.kill();
+      const restarted = await service.restart();
+      const retry = await post(restarted, '/v1/responses', 'plain', body);
+      assert.equal(retry.status, 200);
+      assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+      const response = (await retry.json()) as ResponseObject;
+      assert.equal(response.task.id, taskId, 'the task the first request made');
+      assert.equal(response.status, 'incomplete', 'answered once finished, as the create would have');
+      assert.deepEqual(await taskIds(restarted), [taskId], 'no second task');
+    }));
+
+  test('a streaming response under retry: the retry streams that task\'s events from the first, replayed', { timeout: 90_000 }, () =>
+    withService({ env: SLOW }, async (service) => {
+      const body = { model: 'lmsp-tiny', input: 'stream on', stream: true, max_output_tokens: 30, temperature: 0, on_restart: 'retry' };
+      await killAfterFrames(service, await post(service, '/v1/responses', 'streamed', body), 10);
+      const restarted = await service.restart();
+      const [taskId] = await taskIds(restarted);
+      const retry = await post(restarted, '/v1/responses', 'streamed', body);
+      assert.equal(retry.status, 200);
+      assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+      const events = (await collectSse(retry)).map((frame) => JSON.parse(frame.data) as { sequence_number: number; type: string; response?: ResponseObject });
+      events.forEach((event, index) => assert.equal(event.sequence_number, index + 1));
+      assert.equal(events[0]!.response!.task.id, taskId);
+      assert.ok(events.some((event) => event.type === 'response.queued'), 'the log of the task that went on');
+      assert.equal(events.at(-1)!.type, 'response.incomplete');
+      assert.deepEqual(await taskIds(restarted), [taskId], 'no second task');
+    }));
+
+  test('chat completions, streamed and plain, under resume: each retry follows its own task', { timeout: 90_000 }, () =>
+    withService({ env: SLOW }, async (service) => {
+      const body = { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 30, temperature: 0, on_restart: 'resume' };
+      const streamed = await post(service, '/v1/chat/completions', 'chat-stream', { ...body, stream: true });
+      const streamedTask = streamed.headers.get('lmsp-task-id');
+      // The plain one is queued behind the streamed one or generating beside it when the process dies.
+      void post(service, '/v1/chat/completions', 'chat-plain', body).catch(() => undefined);
+      await waitFor(async () => (await taskIds(service)).length === 2, { what: 'the plain create to be committed' });
+      await killAfterFrames(service, streamed, 8);
+      const restarted = await service.restart();
+      const before = (await taskIds(restarted)).sort();
+      assert.equal(before.length, 2);
+
+      const plain = await post(restarted, '/v1/chat/completions', 'chat-plain', body);
+      assert.equal(plain.status, 200);
+      assert.equal(plain.headers.get('idempotent-replayed'), 'true');
+      assert.ok(before.includes(plain.headers.get('lmsp-task-id')!));
+      assert.notEqual(plain.headers.get('lmsp-task-id'), streamedTask);
+      const completion = (await plain.json()) as { object: string; choices: Array<{ finish_reason: string }> };
+      assert.equal(completion.object, 'chat.completion');
+      assert.equal(completion.choices[0]!.finish_reason, 'length');
+
+      const again = await post(restarted, '/v1/chat/completions', 'chat-stream', { ...body, stream: true });
+      assert.equal(again.status, 200);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.equal(again.headers.get('lmsp-task-id'), streamedTask);
+      const frames = await collectSse(again);
+      assert.equal(frames.at(-1)!.data, '[DONE]');
+      assert.deepEqual((await taskIds(restarted)).sort(), before, 'no new task');
+    }));
+});
