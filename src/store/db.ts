@@ -37,6 +37,13 @@ export const EXIT_DATABASE_NOT_USABLE = 65;
 export const EXIT_DATABASE_TOO_NEW = 75;
 export const EXIT_DATABASE_UNAVAILABLE = 74;
 
+/** A data directory that cannot be created or written: the reason, and what to do about it. */
+export function unusableDataDir(dataDir: string, error: unknown): DatabaseOpenError {
+  return new DatabaseOpenError(
+    `cannot use the data directory ${dataDir}: ${(error as Error).message}; it must be a folder this user can write (choose another with --data-dir or LMSP_DATA_DIR)`,
+    EXIT_DATABASE_UNAVAILABLE, { cause: error });
+}
+
 const STORAGE_ERROR_PREFIXES = ['SQLITE_FULL', 'SQLITE_READONLY', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR',
   'SQLITE_CANTOPEN', 'SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOMEM', 'SQLITE_PERM'];
 
@@ -140,8 +147,12 @@ export class Database {
     const path = join(dataDir, DATABASE_FILE);
     if (!existsSync(path)) {
       if (!create) throw new DatabaseOpenError(`no database at ${path}: start the service once with this data directory`, EXIT_DATABASE_UNAVAILABLE);
-      mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-      closeSync(openSync(path, 'a', 0o600));
+      try {
+        mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+        closeSync(openSync(path, 'a', 0o600));
+      } catch (error) {
+        throw unusableDataDir(dataDir, error);
+      }
     } else {
       assertIsSqliteFile(path);
     }

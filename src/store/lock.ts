@@ -4,9 +4,9 @@
  * so a crash never leaves a stale lock behind.
  */
 import BetterSqlite3 from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { DatabaseOpenError, EXIT_DATABASE_UNAVAILABLE } from './db.js';
+import { DatabaseOpenError, EXIT_DATABASE_UNAVAILABLE, unusableDataDir } from './db.js';
 
 export const LOCK_FILE = 'lmsp.lock';
 /**
@@ -19,9 +19,16 @@ export interface DataDirLock {
   release(): void;
 }
 
+/** Takes the data directory's lock, creating the directory (mode 0700) if it does not exist yet. */
 export function lockDataDir(dataDir: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE);
-  const db = new BetterSqlite3(path, { timeout: LOCK_WAIT_MS });
+  let db: BetterSqlite3.Database;
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    db = new BetterSqlite3(path, { timeout: LOCK_WAIT_MS });
+  } catch (error) {
+    throw unusableDataDir(dataDir, error);
+  }
   try {
     db.pragma('locking_mode = EXCLUSIVE');
     db.exec('CREATE TABLE IF NOT EXISTS holder (pid INTEGER); DELETE FROM holder;');
@@ -29,9 +36,10 @@ export function lockDataDir(dataDir: string): DataDirLock {
   } catch (error) {
     db.close();
     if ((error as { code?: string }).code?.startsWith('SQLITE_BUSY')) {
-      throw new DatabaseOpenError(`another lmsp service is already running with the data directory ${dataDir}`, EXIT_DATABASE_UNAVAILABLE);
+      throw new DatabaseOpenError(`another lmsp service is already running with the data directory ${dataDir}; stop it, or choose another with --data-dir`,
+        EXIT_DATABASE_UNAVAILABLE);
     }
-    throw error;
+    throw unusableDataDir(dataDir, error);
   }
   return { release: () => db.close() };
 }

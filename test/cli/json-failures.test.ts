@@ -40,6 +40,7 @@ describe('lmsp --json when the command fails (LMSP 12)', () => {
         ['tasks', 'ls', '--bogus'], // an unknown option
         ['bogus'], // an unknown command
         ['tasks', 'ls', '--limit', 'abc'], // a number that is not one
+        ['tasks', 'ls', '--status', 'runing'], // a status that does not exist
         ['tasks', 'events', 'task_x', '--after', '-1'],
         ['pair', '--scopes', 'nope'],
       ]) {

@@ -2,6 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { runCli } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
+import { withService } from '../helpers/service.js';
+
+/** The address and the body of the curl command that `lmsp pair` prints for the client to run. */
+function printedPairCommand(stdout: string): { url: string; body: { code: string; client_name: string } } {
+  const match = /^ {2}curl -s (\S+)\/v1\/pair -H 'content-type: application\/json' -d '((?:[^']|'\\'')*)'$/m.exec(stdout);
+  assert.ok(match, stdout);
+  return { url: match[1]!, body: JSON.parse(match[2]!.replace(/'\\''/g, "'")) as { code: string; client_name: string } };
+}
 
 async function pairScopes(dataDir: string, args: string[]): Promise<string[]> {
   const paired = await runCli(['pair', ...args, '--json', '--data-dir', dataDir]);
@@ -36,4 +44,24 @@ describe('lmsp pair --scopes (LMSP sections 4 and 12)', () => {
       const expiresAt = (JSON.parse(paired.stdout) as { expires_at: number }).expires_at;
       assert.ok(expiresAt - Date.now() / 1000 <= 3, 'expires within seconds');
     }));
+
+  test('the printed curl command pairs a client named by --name, at the address the service has', { timeout: 60_000 }, async () => {
+    await withDataDir(async (dataDir) => {
+      assert.equal((await runCli(['config', 'set', 'port', '6123', '--data-dir', dataDir])).code, 0);
+      const paired = await runCli(['pair', '--name', "Bob's laptop", '--data-dir', dataDir]);
+      assert.equal(paired.code, 0, paired.stderr);
+      const printed = printedPairCommand(paired.stdout);
+      assert.equal(printed.url, 'http://127.0.0.1:6123', 'a stopped service will listen where its settings say');
+      assert.equal(printed.body.client_name, "Bob's laptop");
+    });
+    await withService({}, async (service) => {
+      const paired = await runCli(['pair', '--name', 'scraper', '--data-dir', service.dataDir]);
+      assert.equal(paired.code, 0, paired.stderr);
+      const printed = printedPairCommand(paired.stdout);
+      assert.equal(printed.url, service.url);
+      const answer = await fetch(`${printed.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(printed.body) });
+      assert.equal(answer.status, 201);
+      assert.equal(((await answer.json()) as { name: string }).name, 'scraper');
+    });
+  });
 });

@@ -96,4 +96,13 @@ describe('lmsp models pull (LMSP 5.1)', () => {
       assert.equal(((await (await api(service, '/v1/models/cli-offline')).json()) as ModelObject).digest, DIGEST);
     });
   }, 'cli-pull'));
+
+  test('without a running service, a first pull creates the data directory it is given', () => withDataDir(async (parent) => {
+    const dataDir = join(parent, 'not-yet');
+    const url = server.serve('/cli/first.gguf', MODEL);
+    const ran = await runCli(['models', 'pull', url, '--id', 'cli-first', '--json', '--data-dir', dataDir], { env: env() });
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.equal((JSON.parse(ran.stdout) as ModelObject).digest, DIGEST);
+    assert.equal(statSync(dataDir).mode & 0o777, 0o700);
+  }, 'cli-pull-first'));
 });

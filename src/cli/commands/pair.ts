@@ -4,7 +4,8 @@ import type { PairingCodeObject } from '../../api/types.js';
 import { DEFAULT_SCOPES, isScope, MAX_PAIRING_TTL_SECONDS, SCOPES, type Scope } from '../../domain/clients.js';
 import { issuePairingCode } from '../../tasks/pairing.js';
 import { parseDuration } from '../../time.js';
-import { action, CliError, EXIT_USAGE, formatTime, openOffline, printJson, runningService, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+import type { ServiceConfig } from '../../config.js';
+import { action, CliError, EXIT_USAGE, formatTime, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
 
 /** LMSP 4, 12: `--scopes S...`: comma-separated, several words, or the option repeated; all of them, once each. */
 export function parseScopes(text: string | string[] | undefined): Scope[] | undefined {
@@ -17,10 +18,21 @@ export function parseScopes(text: string | string[] | undefined): Scope[] | unde
   return scopes as Scope[];
 }
 
+/** Where a stopped service will listen once started with its stored settings, as a client on this machine reaches it. */
+function addressOf(config: ServiceConfig): string {
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`;
+}
+
+/** A word for a POSIX shell, in single quotes. */
+function shellQuoted(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
 export function registerPair(program: Command): void {
   withCommonOptions(program.command('pair')
     .description('make a single-use pairing code for a new client')
-    .option('--name <name>', 'name for the client that pairs with this code')
+    .option('--name <name>', 'name for the client that pairs with this code, as client_name in the printed curl command')
     .option('--scopes <list...>', `comma-separated scopes (${SCOPES.join(', ')}); default ${DEFAULT_SCOPES.join(',')}`)
     .option('--ttl <duration>', 'how long the code stays valid', '10m'))
     .action(action(async (options: CommonOptions & { name?: string; scopes?: string[]; ttl: string }) => {
@@ -34,13 +46,16 @@ export function registerPair(program: Command): void {
       const request = { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs };
       const client = await serviceClient(options);
       let issued: PairingCodeObject;
+      let url: string;
       if (client) {
+        url = client.baseUrl;
         issued = await client.createPairingCode({
           ...(request.name ? { name: request.name } : {}), ...(scopes ? { scopes } : {}), ttl_seconds: Math.round(ttlMs / 1000),
         });
       } else {
         // Works before the first start too: the database is created (and migrated) if need be.
         const offline = openOffline(options, true);
+        url = addressOf(offline.config);
         try {
           const outcome = await issuePairingCode(offline, request, null);
           issued = 'code' in outcome ? outcome.code : outcome.replay.body as PairingCodeObject;
@@ -52,14 +67,16 @@ export function registerPair(program: Command): void {
         printJson({ code: issued.code, expires_at: issued.expires_at, scopes: issued.scopes });
         return;
       }
-      const url = (await runningService(options))?.url ?? 'http://127.0.0.1:5677';
+      // The client's name is what it sends as client_name: the hint uses --name, so that the
+      // client shows up under the name the operator chose.
+      const pairBody = JSON.stringify({ code: issued.code, client_name: options.name ?? 'my-app' });
       process.stdout.write([
         `Pairing code: ${issued.code}`,
         `Scopes:       ${issued.scopes.join(', ')}`,
         `Expires:      ${formatTime(issued.expires_at)} (single use)`,
         '',
         'The client exchanges it for its token with:',
-        `  curl -s ${url}/v1/pair -H 'content-type: application/json' -d '{"code": "${issued.code}", "client_name": "my-app"}'`,
+        `  curl -s ${url}/v1/pair -H 'content-type: application/json' -d ${shellQuoted(pairBody)}`,
         '',
       ].join('\n'));
     }));

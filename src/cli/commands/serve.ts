@@ -1,11 +1,27 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
-import { mkdirSync } from 'node:fs';
 import type { Command } from 'commander';
-import { OPTIONS, type OptionDefinition } from '../../config.js';
+import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
 import { lockDataDir } from '../../store/lock.js';
 import { TaskEventBus } from '../../tasks/event-bus.js';
-import { action, dataDirOf, loadConfig, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, loadConfig, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+
+/** Why the service cannot listen where it was told to, and what to change; null for other errors. */
+function listenFailure(error: NodeJS.ErrnoException, config: ServiceConfig): string | null {
+  const address = `${config.host}:${config.port}`;
+  switch (error.code) {
+    case 'EADDRINUSE':
+      return `the address ${address} is already in use; pick another with --port`;
+    case 'EACCES':
+      return `not allowed to listen on ${address} (ports below 1024 need privileges); pick another with --port`;
+    case 'EADDRNOTAVAIL':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return `cannot listen on ${address} (${error.code}): --host must be an address of this machine, such as 127.0.0.1`;
+    default:
+      return null;
+  }
+}
 
 /** commander's property name for a flag: `--sweep-interval` -> `sweepInterval`. */
 function propertyOf(flag: string): string {
@@ -21,10 +37,11 @@ export function registerServe(program: Command): void {
       const value = options[propertyOf(option.flag)];
       if (value !== undefined) flags[option.key] = value;
     }
+    // A flag or LMSP_* variable that does not parse is a usage error before anything is created on disk.
+    resolveConfig({ flags, dataDirFlag: options.dataDir });
     const dataDir = dataDirOf(options);
     const bus = new TaskEventBus();
-    // One service per data directory: take the lock before touching the database.
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    // One service per data directory: take the lock (which creates the directory) before touching the database.
     const lock = lockDataDir(dataDir);
     const store = openServiceStore(dataDir, bus);
     const config = loadConfig(options, store, flags);
@@ -33,10 +50,8 @@ export function registerServe(program: Command): void {
     try {
       service = await startService(config, store, bus, log);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-        log.error(`the address ${config.host}:${config.port} is already in use; pick another with --port`);
-        process.exit(1);
-      }
+      const failure = listenFailure(error as NodeJS.ErrnoException, config);
+      if (failure) throw new CliError(failure, 1);
       throw error;
     }
     if (options.json) printJson(service.info);

@@ -2,9 +2,10 @@
 import type { Command } from 'commander';
 import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
+import { TASK_STATUSES, type TaskStatus } from '../../domain/tasks.js';
 import { sleep } from '../../time.js';
 import {
-  action, beginJsonDocument, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
+  action, beginJsonDocument, CliError, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
 
 /** One line per event, for people. */
@@ -17,6 +18,17 @@ export function describeEvent(event: TaskEvent): string {
     return `${head}  status=${response.status} attempt=${response.task.attempt}${error}`;
   }
   return head;
+}
+
+/** `--status a,b`: known statuses only, a usage error otherwise (LMSP 12), before the service is asked. */
+function parseStatuses(text: string | undefined): TaskStatus[] | undefined {
+  if (text === undefined) return undefined;
+  const statuses = text.split(',').map((status) => status.trim()).filter(Boolean);
+  const unknown = statuses.filter((status) => !(TASK_STATUSES as readonly string[]).includes(status));
+  if (unknown.length > 0 || statuses.length === 0) {
+    throw new CliError(`--status: unknown status ${unknown.join(', ') || '(none)'}; statuses are ${TASK_STATUSES.join(', ')}`, EXIT_USAGE);
+  }
+  return statuses as TaskStatus[];
 }
 
 function taskRows(tasks: TaskObject[]) {
@@ -40,7 +52,8 @@ export function registerTasks(program: Command): void {
     .option('--limit <n>', 'how many', '20'))
     .action(action(async (options: CommonOptions & { status?: string; limit: string }) => {
       const limit = numberOption('--limit', options.limit, { integer: true, min: 1 });
-      const list = await (await operatorClient(options)).listTasks({ status: options.status?.split(','), limit });
+      const status = parseStatuses(options.status);
+      const list = await (await operatorClient(options)).listTasks({ status, limit });
       if (options.json) return printJson({ object: 'list', ...list });
       process.stdout.write(`${table(taskRows(list.data), ['id', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
     }));

@@ -1,0 +1,77 @@
+/**
+ * `lmsp serve` and the commands that create a data directory, when they cannot do what they were
+ * told: each failure is one message on stderr that says what to change, the document of `--json`
+ * and a documented exit code (LMSP 12), never a stack trace, and a flag that does not parse
+ * creates nothing on disk.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { runCli, type CliResult } from '../helpers/cli.js';
+import { withDataDir } from '../helpers/data-dir.js';
+
+function failureOf(result: CliResult): { code: string; message: string } {
+  // serve writes its log on stdout too, one JSON object a line: the failure is the one document
+  // printed over several lines, from a line `{` to a line `}`.
+  const document = /^\{\n[\s\S]*?\n\}$/m.exec(result.stdout);
+  assert.ok(document, `a JSON document on stdout: ${result.stdout}`);
+  return (JSON.parse(document[0]) as { error: { code: string; message: string } }).error;
+}
+
+function assertNoStackTrace(result: CliResult): void {
+  assert.doesNotMatch(result.stderr, /\n\s+at /, result.stderr);
+}
+
+describe('lmsp serve when it cannot start (LMSP 12)', () => {
+  test('a port already in use: exit 1 and a message naming --port, on stderr and as the --json document', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      const holder = createServer();
+      await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+      const { port } = holder.address() as AddressInfo;
+      try {
+        const plain = await runCli(['serve', '--port', String(port), '--log-format', 'json', '--data-dir', dataDir]);
+        assert.equal(plain.code, 1, plain.stderr);
+        assert.match(plain.stderr, new RegExp(`^lmsp: the address 127\\.0\\.0\\.1:${port} is already in use; pick another with --port`, 'm'));
+        const json = await runCli(['serve', '--port', String(port), '--json', '--log-format', 'json', '--data-dir', dataDir]);
+        assert.equal(json.code, 1, json.stderr);
+        assert.match(failureOf(json).message, /already in use/);
+      } finally {
+        holder.close();
+      }
+    }));
+
+  test('a --host that is no address of this machine: exit 1 and a message, not a stack trace', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      // 192.0.2.0/24 is reserved for documentation: no machine has it.
+      const result = await runCli(['serve', '--host', '192.0.2.1', '--port', '0', '--log-format', 'json', '--data-dir', dataDir]);
+      assert.equal(result.code, 1, result.stderr);
+      assert.match(result.stderr, /^lmsp: cannot listen on 192\.0\.2\.1:0 \(EADDRNOTAVAIL\): --host must be an address of this machine/m);
+      assertNoStackTrace(result);
+    }));
+
+  test('a data directory that cannot be created: exit 74 database_unavailable naming --data-dir, for serve, pair and pull', { timeout: 60_000 }, () =>
+    withDataDir(async (parent) => {
+      const file = join(parent, 'a-file');
+      writeFileSync(file, 'not a folder');
+      const dataDir = join(file, 'lmsp');
+      for (const args of [['serve', '--port', '0'], ['pair'], ['models', 'pull', 'https://127.0.0.1:1/x.gguf'], ['config', 'set', 'port', '6000']]) {
+        const result = await runCli([...args, '--json', '--data-dir', dataDir]);
+        assert.equal(result.code, 74, `${args.join(' ')}: ${result.stderr}`);
+        assert.match(result.stderr, /^lmsp: cannot use the data directory .*ENOTDIR.*choose another with --data-dir/m, args.join(' '));
+        assert.equal(failureOf(result).code, 'database_unavailable', args.join(' '));
+        assertNoStackTrace(result);
+      }
+    }));
+
+  test('a flag that does not parse is a usage error that leaves nothing on disk', { timeout: 60_000 }, () =>
+    withDataDir(async (parent) => {
+      const dataDir = join(parent, 'lmsp');
+      const result = await runCli(['serve', '--port', 'abc', '--data-dir', dataDir]);
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /--port: expected an integer/);
+      assert.ok(!existsSync(dataDir), 'no data directory was created');
+    }));
+});
