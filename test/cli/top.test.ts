@@ -22,9 +22,11 @@ describe('lmsp top', () => {
 
       const json = await runCli(['top', '--json', '--interval', '500ms', '--data-dir', service.dataDir]);
       assert.equal(json.code, 0, json.stderr);
-      const frame = JSON.parse(json.stdout) as TopFrame;
+      const frame = JSON.parse(json.stdout) as Omit<TopFrame, 'figures'> & { figures: Record<string, unknown> & { tasks: Record<string, number> } };
       assert.ok(frame.tokens_per_second! > 0, `tokens per second: ${frame.tokens_per_second}`);
       assert.equal(frame.figures.tasks.queued, 1);
+      assert.ok((frame.figures.tokens_total as number) > 0 && typeof frame.figures.open_streams === 'number', json.stdout);
+      assert.deepEqual(Object.keys(frame.figures).filter((key) => /[A-Z]/.test(key)), [], 'snake_case names, as in the API');
       assert.deepEqual(frame.unfinished.map((task) => task.id), [running.task.id, queued.task.id]);
       assert.equal(frame.service.id, (await service.client.service()).id);
 

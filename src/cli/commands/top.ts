@@ -22,6 +22,24 @@ export interface TopFrame {
   latest: TaskObject[];
 }
 
+/** `--json`: the frame with the API's snake_case names, as every other JSON output of the CLI. */
+export function jsonFrame(view: TopFrame): Record<string, unknown> {
+  const { figures } = view;
+  return {
+    service: view.service,
+    url: view.url,
+    tokens_per_second: view.tokens_per_second,
+    figures: {
+      at: figures.at, tokens_total: figures.tokensTotal, tasks: figures.tasks, finished: figures.finished,
+      open_streams: figures.openStreams, models_loaded: figures.modelsLoaded, requests_total: figures.requestsTotal,
+      resident_bytes: figures.residentBytes, started_at: figures.startedAt,
+      queue_wait_median_seconds: figures.queueWaitMedian, first_token_median_seconds: figures.firstTokenMedian,
+    },
+    unfinished: view.unfinished,
+    latest: view.latest,
+  };
+}
+
 async function scrapeFigures(client: LmspClient): Promise<Figures> {
   return figuresOf(await client.metricsText(), Date.now() / 1000);
 }
@@ -102,7 +120,7 @@ export function registerTop(program: Command): void {
         const first = await scrapeFigures(client);
         await sleep(intervalMs);
         const view = await frame(client, service, first);
-        if (options.json) return printJson(view);
+        if (options.json) return printJson(jsonFrame(view));
         process.stdout.write(`${renderFrame(view, Number.MAX_SAFE_INTEGER)}\n`);
         return;
       }
