@@ -22,6 +22,7 @@ import { Store } from './store/index.js';
 import { newTaskMachine, type TaskCore } from './tasks/core.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
+import { settleOrphanedRequests } from './tasks/orphaned-requests.js';
 import { Scheduler, type SchedulerLog } from './tasks/scheduler.js';
 import { PullWorkers } from './tasks/pull-worker.js';
 import { pullSettingsFromEnvironment } from './models/pull-source.js';
@@ -137,6 +138,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     parallel: config.parallel, maxRestarts: config.maxRestarts, log: workerLog,
     onInterrupted: (outcome) => metrics.observeInterruption(outcome),
   });
+  // Plain and streaming creates whose requests died with the process: their tasks are settled as
+  // the requests would have settled them (their keys' answers; `store: false` deleted at the end).
+  const orphaned = settleOrphanedRequests(core, (task, error) => log.error({ task, error: String(error) }, 'could not settle a task whose request died with the process'));
+  if (orphaned > 0) log.info({ tasks: orphaned }, 'tasks whose requests died with the process are settled when they finish');
   // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
   const pulls = new PullWorkers(core, pullSettings, { log: workerLog });
   const maintenance = new Maintenance(

@@ -99,6 +99,7 @@ export class IdempotencyTable {
   private readonly deleteStatement;
   private readonly deleteExpiredStatement;
   private readonly inFlightStatement;
+  private readonly ofTaskStatement;
 
   constructor(db: Sqlite) {
     this.getStatement = db.prepare<[string, string, number], DbIdempotencyKey>(
@@ -118,6 +119,17 @@ export class IdempotencyTable {
       WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`);
     this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'task_id'>>(
       "SELECT scope, key, task_id FROM idempotency_keys WHERE state = 'in_flight'");
+    this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>>(
+      'SELECT scope, key, fingerprint FROM idempotency_keys WHERE task_id = ? LIMIT 1');
+  }
+
+  /**
+   * The key that made a task, for completing it in place of a request that died with the process.
+   * Only creates make tasks, and their answers are never sealed.
+   */
+  keyOfTask(taskId: string): IdempotencyKey | null {
+    const row = this.ofTaskStatement.get(taskId);
+    return row ? { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: 0 } : null;
   }
 
   /**

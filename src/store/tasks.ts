@@ -114,6 +114,7 @@ export class TaskTable {
   /** Which table and column each of `toRecoverStatement`'s values comes from, in order. */
   private readonly toRecoverColumns: ReadonlyArray<{ table: 'tasks' | 'responses'; name: string }>;
   private readonly maxSeqStatement;
+  private readonly unfinishedOfRequestsStatement;
   private readonly countUnchangedAtRecoveryStatement;
   private readonly unfinishedForModelStatement;
   private readonly deleteStatement;
@@ -167,6 +168,10 @@ export class TaskTable {
       name: column.name,
     }));
     this.maxSeqStatement = db.prepare<[], number | null>('SELECT max(seq) FROM tasks').pluck();
+    this.unfinishedOfRequestsStatement = db.prepare<[], string>(`
+      SELECT t.id FROM tasks t LEFT JOIN responses r ON r.id = t.response_id
+      WHERE ${oneOf('t.status', UNFINISHED_STATUSES)} AND (t.completion_id IS NOT NULL OR r.background = 0)
+      ORDER BY t.seq`).pluck();
     this.countUnchangedAtRecoveryStatement = db.prepare<[], number>(
       `SELECT count(*) FROM tasks WHERE ${unchangedAtRecoverySql()}`).pluck();
     this.unfinishedForModelStatement = db.prepare<[string], { n: number }>(`
@@ -254,6 +259,15 @@ export class TaskTable {
   /** The newest task's position; 0 when there is none. */
   maxSeq(): number {
     return this.maxSeqStatement.get() ?? 0;
+  }
+
+  /**
+   * Unfinished tasks made by a request that waits for them (plain and streaming creates of
+   * responses and chat completions, not background ones), in creation order. At startup no
+   * request waits for them any more: they died with the process.
+   */
+  unfinishedOfRequests(): string[] {
+    return this.unfinishedOfRequestsStatement.all();
   }
 
   /** Unfinished tasks that recovery leaves as they are: queued under retry or resume. */

@@ -19,7 +19,6 @@ import type { TaskCore } from './core.js';
 import { capOf, tooManyTasks, type TaskLimits } from './limits.js';
 import { prepareChatCompletion } from './prepare-chat-completion.js';
 import { settleResponseRequest } from './responses.js';
-import { waitForFinish } from './waiting.js';
 
 export type CreateChatCompletionOutcome = { replay: StoredAnswer } | { completion: StoredChatCompletion; task: Task };
 
@@ -67,15 +66,6 @@ export function chatCompletionAnswer(core: Pick<TaskCore, 'store' | 'machine'>, 
   return { status: error.status, headers: { ...headers, 'x-should-retry': 'false' }, body: error.toBody() };
 }
 
-/**
- * A replay of a plain create whose request died with the process while its task went on (LMSP
- * 8, 13): the answer the create would have given, once the task has finished; null if it is gone.
- */
-export async function answerOfSurvivingChatCompletion(core: TaskCore, taskId: string): Promise<StoredAnswer | null> {
-  const finished = await waitForFinish(core, taskId);
-  return finished ? chatCompletionAnswer(core, finished) : null;
-}
-
 /** The error a task that did not complete ends its request with: `task_failed` or `task_cancelled`. */
 export function taskEndError(task: Task | null, taskId: string): ServiceError {
   if (task?.status === 'failed') return new ServiceError('task_failed', `${task.error?.code ?? 'engine_error'}: ${task.error?.message ?? 'the task failed'}`);
@@ -103,7 +93,7 @@ function streamTextOf(core: Pick<TaskCore, 'store'>, task: Task): string {
  * releases its key; otherwise the key gets the answer. A `store: false` completion is deleted
  * with its task once finished (LMSP 13).
  */
-export function settleChatCompletionRequest(core: TaskCore, task: Task, completion: StoredChatCompletion, key: IdempotencyKey | null,
+export function settleChatCompletionRequest(core: TaskCore, task: Task, completion: Pick<StoredChatCompletion, 'store' | 'stream'>, key: IdempotencyKey | null,
   clientGone: () => boolean): Promise<{ finished: Task | null; answer: StoredAnswer | null }> {
   return settleResponseRequest(core, task, key, {
     clientGone,

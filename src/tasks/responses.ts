@@ -111,15 +111,6 @@ export async function settleResponseRequest(core: TaskCore, task: Task, key: Ide
   return { finished, answer };
 }
 
-/**
- * A replay of a plain create whose request died with the process while its task went on (LMSP
- * 8): the answer the create would have given, once the task has finished; null if it is gone.
- */
-export async function answerOfSurvivingResponse(core: TaskCore, taskId: string): Promise<StoredAnswer | null> {
-  const finished = await waitForFinish(core, taskId);
-  return finished ? { status: 200, body: responseView(core, finished) } : null;
-}
-
 /** Events read at a time when a whole stream is rebuilt from the log. */
 const STREAM_PAGE = 500;
 

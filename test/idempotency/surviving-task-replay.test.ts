@@ -98,6 +98,30 @@ describe('Idempotency-Key of a create killed while its task goes on (LMSP 8, 7.5
       assert.equal(again.headers.get('lmsp-task-id'), streamedTask);
       const frames = await collectSse(again);
       assert.equal(frames.at(-1)!.data, '[DONE]');
-      assert.deepEqual((await taskIds(restarted)).sort(), before, 'no new task');
+      // Chat completions are `store: false` by default: once finished, both are deleted (LMSP 13),
+      // as their requests would have deleted them, and no task was made in their place.
+      await waitFor(async () => (await taskIds(restarted)).length === 0, { what: 'the store: false completions to be deleted once finished' });
+      for (const id of before) assert.equal((await api(restarted, `/v1/tasks/${id}`)).status, 404);
+    }));
+
+  test('a store: false streamed response under resume is deleted as soon as it finishes; its key replays the whole stream', { timeout: 90_000 }, () =>
+    withService({ env: SLOW, args: ['--sweep-interval', '1h'] }, async (service) => {
+      const body = { model: 'lmsp-tiny', input: 'do not keep', stream: true, store: false, max_output_tokens: 30, temperature: 0, on_restart: 'resume' };
+      await killAfterFrames(service, await post(service, '/v1/responses', 'unstored', body), 10);
+      const restarted = await service.restart();
+      const [taskId] = await taskIds(restarted);
+      assert.ok(taskId, 'the task survived the crash');
+      // No request waits for it any more; it is still deleted when it finishes, not at the next sweep.
+      await waitFor(async () => (await api(restarted, `/v1/tasks/${taskId}`)).status === 404, { timeoutMs: 30_000, what: 'the task to be deleted once finished' });
+      assert.deepEqual(await taskIds(restarted), []);
+      const retry = await post(restarted, '/v1/responses', 'unstored', body);
+      assert.equal(retry.status, 200);
+      assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+      const events = (await collectSse(retry)).map((frame) => JSON.parse(frame.data) as { sequence_number: number; type: string; response?: ResponseObject });
+      events.forEach((event, index) => assert.equal(event.sequence_number, index + 1));
+      assert.equal(events[0]!.response!.task.id, taskId);
+      assert.ok(events.some((event) => event.type === 'response.resumed'), 'the log of the task that went on');
+      assert.equal(events.at(-1)!.type, 'response.incomplete');
+      assert.deepEqual(await taskIds(restarted), [], 'no second task');
     }));
 });

@@ -11,9 +11,10 @@ import { ServiceError, invalidRequest } from '../../domain/errors.js';
 import type { Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import {
-  answerOfSurvivingChatCompletion, chatCompletionMessages, chatCompletionView, createChatCompletion, deleteChatCompletion, listChatCompletions,
+  chatCompletionMessages, chatCompletionView, createChatCompletion, deleteChatCompletion, listChatCompletions,
   settleChatCompletionRequest, TASK_ID_HEADER, updateChatCompletion, visibleTaskOfCompletion,
 } from '../../tasks/chat-completions.js';
+import { answerOfSurvivingTask } from '../../tasks/orphaned-requests.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import { streamChatChunks } from '../chat-stream.js';
@@ -57,7 +58,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
     }
     place?.();
     if (answer.awaitTaskId) {
-      const awaited = await answerOfSurvivingChatCompletion(core, answer.awaitTaskId);
+      const awaited = await answerOfSurvivingTask(core, answer.awaitTaskId);
       if (!awaited) throw new ServiceError('not_found', 'The chat completion this request created has been deleted since.');
       return sendStoredAnswer(reply, awaited);
     }

@@ -12,9 +12,10 @@ import type { StoredResponse } from '../../domain/responses.js';
 import type { Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
+import { answerOfSurvivingTask } from '../../tasks/orphaned-requests.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import {
-  answerOfSurvivingResponse, createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
+  createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
 } from '../../tasks/responses.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
@@ -47,7 +48,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     }
     place?.();
     if (answer.awaitTaskId) {
-      const awaited = await answerOfSurvivingResponse(core, answer.awaitTaskId);
+      const awaited = await answerOfSurvivingTask(core, answer.awaitTaskId);
       if (!awaited) throw new ServiceError('not_found', 'The response this request created has been deleted since.');
       return sendStoredAnswer(reply, awaited);
     }

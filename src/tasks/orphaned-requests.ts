@@ -1,0 +1,71 @@
+/**
+ * Requests that died with the process while their tasks went on (LMSP 6, 7.5, 8, 13). A plain or
+ * streaming create settles its task when the task finishes: its `Idempotency-Key` gets the final
+ * answer, and a `store: false` response or chat completion is deleted with its task and events.
+ * After a crash that request is gone, so at startup the service settles each surviving task of
+ * one in its place, with the same code: a `store: false` task is still deleted as soon as it
+ * finishes, and a retry of its key gets the answer the create would have given.
+ */
+import type { Task } from '../domain/tasks.js';
+import type { StoredAnswer } from '../store/index.js';
+import { chatCompletionAnswer, settleChatCompletionRequest } from './chat-completions.js';
+import type { TaskCore } from './core.js';
+import { responseView, settleResponseRequest, streamedCreateAnswer } from './responses.js';
+import { waitForFinish } from './waiting.js';
+
+/** Per service: the settlement of each task settled in place of its request, by task id. */
+const settlements = new WeakMap<TaskCore, Map<string, Promise<StoredAnswer | null>>>();
+
+/** Settles one task as its request would have; resolves once the task has finished, with the answer its key got. */
+async function settleInPlaceOfRequest(core: TaskCore, task: Task): Promise<StoredAnswer | null> {
+  const { store } = core;
+  const key = store.idempotency.keyOfTask(task.id);
+  const clientGone = () => false;
+  if (task.completionId !== null) {
+    const completion = store.chatCompletions.getHeader(task.completionId);
+    return completion ? (await settleChatCompletionRequest(core, task, completion, key, clientGone)).answer : null;
+  }
+  const header = task.responseId === null ? null : store.responses.getHeader(task.responseId);
+  if (!header || header.background) return null;
+  const { answer } = await settleResponseRequest(core, task, key, {
+    clientGone,
+    storeResponse: header.store,
+    answerOf: (finished) => (header.stream ? streamedCreateAnswer(core, finished, header.store) : { status: 200, body: responseView(core, finished) }),
+  });
+  return answer;
+}
+
+/**
+ * A retry of a plain create whose request died with the process while its task went on (its key
+ * holds `awaitTaskId`): the answer the create would have given, once the task has finished, as
+ * its settlement stored it under the key (a `store: false` task is gone by then); null if the
+ * task is gone without one.
+ */
+export async function answerOfSurvivingTask(core: TaskCore, taskId: string): Promise<StoredAnswer | null> {
+  const settlement = settlements.get(core)?.get(taskId);
+  if (settlement) return settlement;
+  // Not settled by this process (it started with the task already finished): the log still holds it.
+  const finished = await waitForFinish(core, taskId);
+  if (!finished) return null;
+  if (finished.completionId !== null) return chatCompletionAnswer(core, finished);
+  return { status: 200, body: responseView(core, finished) };
+}
+
+/** Starts settling every unfinished task whose request died with the process; answers how many. */
+export function settleOrphanedRequests(core: TaskCore, onError: (taskId: string, error: unknown) => void): number {
+  const ids = core.store.tasks.unfinishedOfRequests();
+  const ofCore = new Map<string, Promise<StoredAnswer | null>>();
+  settlements.set(core, ofCore);
+  for (const id of ids) {
+    const task = core.store.tasks.get(id);
+    if (!task) continue;
+    const settled = settleInPlaceOfRequest(core, task).catch((error: unknown) => {
+      onError(id, error);
+      return null;
+    });
+    // Kept (one entry per task found at startup): a retry that read the key's earlier answer
+    // may ask after the settlement is done.
+    ofCore.set(id, settled);
+  }
+  return ids.length;
+}
