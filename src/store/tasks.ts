@@ -114,7 +114,7 @@ export class TaskTable {
   /** Which table and column each of `toRecoverStatement`'s values comes from, in order. */
   private readonly toRecoverColumns: ReadonlyArray<{ table: 'tasks' | 'responses'; name: string }>;
   private readonly maxSeqStatement;
-  private readonly unfinishedOfRequestsStatement;
+  private readonly unfinishedUnstoredStatement;
   private readonly countUnchangedAtRecoveryStatement;
   private readonly unfinishedForModelStatement;
   private readonly deleteStatement;
@@ -168,10 +168,17 @@ export class TaskTable {
       name: column.name,
     }));
     this.maxSeqStatement = db.prepare<[], number | null>('SELECT max(seq) FROM tasks').pluck();
-    this.unfinishedOfRequestsStatement = db.prepare<[], string>(`
-      SELECT t.id FROM tasks t LEFT JOIN responses r ON r.id = t.response_id
-      WHERE ${oneOf('t.status', UNFINISHED_STATUSES)} AND (t.completion_id IS NOT NULL OR r.background = 0)
-      ORDER BY t.seq`).pluck();
+    // From the partial indexes of `store = 0` rows, which hold only what is unfinished (or left by
+    // a crash); CROSS JOIN keeps them the outer loop, where the planner would scan every
+    // unfinished task instead (100,000 queued tasks: 100 ms against 0.1 ms).
+    this.unfinishedUnstoredStatement = db.prepare<[], string>(`
+      SELECT id FROM (
+        SELECT t.id, t.seq FROM responses r CROSS JOIN tasks t ON t.response_id = r.id
+        WHERE r.store = 0 AND ${oneOf('t.status', UNFINISHED_STATUSES)}
+        UNION ALL
+        SELECT t.id, t.seq FROM chat_completions c CROSS JOIN tasks t ON t.completion_id = c.id
+        WHERE c.store = 0 AND ${oneOf('t.status', UNFINISHED_STATUSES)})
+      ORDER BY seq`).pluck();
     this.countUnchangedAtRecoveryStatement = db.prepare<[], number>(
       `SELECT count(*) FROM tasks WHERE ${unchangedAtRecoverySql()}`).pluck();
     this.unfinishedForModelStatement = db.prepare<[string], { n: number }>(`
@@ -262,12 +269,12 @@ export class TaskTable {
   }
 
   /**
-   * Unfinished tasks made by a request that waits for them (plain and streaming creates of
-   * responses and chat completions, not background ones), in creation order. At startup no
-   * request waits for them any more: they died with the process.
+   * Unfinished tasks of `store: false` responses and chat completions, in creation order: only a
+   * plain or streaming create makes them, and its request deletes them once they finish (LMSP 6,
+   * 13). At startup that request has died with the process.
    */
-  unfinishedOfRequests(): string[] {
-    return this.unfinishedOfRequestsStatement.all();
+  unfinishedUnstored(): string[] {
+    return this.unfinishedUnstoredStatement.all();
   }
 
   /** Unfinished tasks that recovery leaves as they are: queued under retry or resume. */

@@ -2,9 +2,10 @@
  * Requests that died with the process while their tasks went on (LMSP 6, 7.5, 8, 13). A plain or
  * streaming create settles its task when the task finishes: its `Idempotency-Key` gets the final
  * answer, and a `store: false` response or chat completion is deleted with its task and events.
- * After a crash that request is gone, so at startup the service settles each surviving task of
- * one in its place, with the same code: a `store: false` task is still deleted as soon as it
- * finishes, and a retry of its key gets the answer the create would have given.
+ * After a crash that request is gone. A stored task needs nothing more (its key's answer points
+ * to it: recovery.ts), but a `store: false` one must still go as soon as it finishes, so at
+ * startup the service settles each in place of its request, with the same code; a retry of its
+ * key then gets the answer the create would have given.
  */
 import type { Task } from '../domain/tasks.js';
 import type { StoredAnswer } from '../store/index.js';
@@ -51,9 +52,9 @@ export async function answerOfSurvivingTask(core: TaskCore, taskId: string): Pro
   return { status: 200, body: responseView(core, finished) };
 }
 
-/** Starts settling every unfinished task whose request died with the process; answers how many. */
+/** Starts settling every unfinished `store: false` task, whose request died with the process; answers how many. */
 export function settleOrphanedRequests(core: TaskCore, onError: (taskId: string, error: unknown) => void): number {
-  const ids = core.store.tasks.unfinishedOfRequests();
+  const ids = core.store.tasks.unfinishedUnstored();
   const ofCore = new Map<string, Promise<StoredAnswer | null>>();
   settlements.set(core, ofCore);
   for (const id of ids) {
