@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { resolveConfig } from '../../src/config.js';
 import { runCli } from '../helpers/cli.js';
@@ -40,6 +42,19 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
       restarted = await service.restart({ env: { LMSP_NAME: 'env-name' } });
       assert.equal((await restarted.client.service()).name, 'env-name');
     });
+  }));
+
+  test('before the first start, config ls shows the defaults and config get stores nothing, creating nothing', { timeout: 30_000 }, () => withDataDir(async (parent) => {
+    const dataDir = join(parent, 'never-started');
+    const listed = await runCli(['config', 'ls', '--json', '--data-dir', dataDir], { env: { LMSP_NAME: 'from-env' } });
+    assert.equal(listed.code, 0, listed.stderr);
+    const rows = JSON.parse(listed.stdout) as Array<{ setting: string; value: unknown; source: string }>;
+    assert.deepEqual(rows.find((row) => row.setting === 'port'), { setting: 'port', value: 5677, source: 'default' });
+    assert.deepEqual(rows.find((row) => row.setting === 'name'), { setting: 'name', value: 'from-env', source: 'LMSP_NAME' });
+    const got = await runCli(['config', 'get', 'port', '--data-dir', dataDir]);
+    assert.equal(got.code, 0, got.stderr);
+    assert.equal(got.stdout.trim(), '(not stored)');
+    assert.ok(!existsSync(dataDir), 'reading settings made no data directory');
   }));
 
   test('bad flags exit with a clear message and status 2', { timeout: 30_000 }, () => withDataDir(async (dataDir) => {

@@ -1,7 +1,10 @@
 /** `lmsp config`: settings stored in the database (precedence: flag > LMSP_* > stored > default). */
 import type { Command } from 'commander';
-import { describeConfig, findOption, OPTIONS, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
-import { action, CliError, EXIT_USAGE, loadConfig, openStore, printJson, storedSettings, table, withCommonOptions, type CommonOptions } from '../context.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describeConfig, findOption, OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
+import { DATABASE_FILE } from '../../store/index.js';
+import { action, CliError, dataDirOf, EXIT_USAGE, openStore, printJson, storedSettings, table, withCommonOptions, type CommonOptions, type StoredSettings } from '../context.js';
 
 function optionNamed(name: string): OptionDefinition {
   const option = findOption(name);
@@ -9,15 +12,24 @@ function optionNamed(name: string): OptionDefinition {
   return option;
 }
 
+/** The settings stored in a data directory: none before its first start, when it has no database yet. */
+function readStoredSettings(options: CommonOptions): StoredSettings {
+  if (!existsSync(join(dataDirOf(options), DATABASE_FILE))) return {};
+  const store = openStore(options);
+  try {
+    return storedSettings(store);
+  } finally {
+    store.db.sqlite.close();
+  }
+}
+
 export function registerConfig(program: Command): void {
   const config = program.command('config').description('settings stored in the data directory (used when no flag or LMSP_* variable sets them)');
 
   withCommonOptions(config.command('ls').description('effective settings and where each comes from'))
     .action(action((options: CommonOptions) => {
-      const store = openStore(options);
-      const stored = storedSettings(store);
-      const effective = describeConfig(loadConfig(options, store));
-      store.db.sqlite.close();
+      const stored = readStoredSettings(options);
+      const effective = describeConfig(resolveConfig({ flags: {}, dataDirFlag: options.dataDir, stored }));
       const rows = OPTIONS.map((option) => {
         const name = option.flag.slice(2);
         const source = process.env[option.env] ? option.env : stored[option.key] !== undefined ? 'stored' : 'default';
@@ -30,9 +42,7 @@ export function registerConfig(program: Command): void {
   withCommonOptions(config.command('get <setting>').description('show one stored setting'))
     .action(action((name: string, options: CommonOptions) => {
       const option = optionNamed(name);
-      const store = openStore(options);
-      const value = store.config.get(STORED_CONFIG_PREFIX + option.key);
-      store.db.sqlite.close();
+      const value = readStoredSettings(options)[option.key] ?? null;
       if (options.json) printJson({ setting: option.flag.slice(2), value });
       else process.stdout.write(`${value ?? '(not stored)'}\n`);
     }));
