@@ -96,9 +96,9 @@ function checkMagic(state: FileState, chunk: Buffer, url: URL): void {
 
 /**
  * Copies body bytes into blocks and appends them to the sink, one write at a time, in the order
- * received: a block goes when it is full or when the disk is idle. `blocked` is called with true when every block is full or being written (stop
- * reading) and with false when one is free again. A single read (at most 1 MiB) always fits
- * the block being filled.
+ * received: a block goes when it is full or when the disk is idle. `onBlocked` is called with
+ * true when every block is full or being written (stop reading) and with false when one is free
+ * again. A single read (at most 1 MiB) always fits the block being filled.
  */
 class BlockWriter {
   private readonly free: Buffer[] = [];
@@ -109,7 +109,7 @@ class BlockWriter {
   private unflushed = 0;
   private blocked = false;
   /** The first write error; nothing is written after it. */
-  error: NodeJS.ErrnoException | null = null;
+  private error: NodeJS.ErrnoException | null = null;
 
   constructor(private readonly sink: PartialSink, private readonly onBlocked: (blocked: boolean) => void, private readonly onError: () => void) {
     for (let index = 1; index < BLOCKS; index++) this.free.push(Buffer.allocUnsafe(BLOCK_BYTES));
@@ -136,20 +136,22 @@ class BlockWriter {
     if (this.error) throw this.error;
   }
 
-  /** The block being filled, when it has bytes and nothing else waits (the writer goes on with it). */
-  private takePartial(): { buffer: Buffer; length: number } | undefined {
-    if (this.filled === 0 || this.error) return undefined;
+  /** Hands over the block being filled and starts a fresh one. */
+  private takeCurrent(): { buffer: Buffer; length: number } {
     const block = { buffer: this.current, length: this.filled };
     this.filled = 0;
+    // Never without a block to fill: should reading not stop in time, a block more is made.
     this.current = this.free.pop() ?? Buffer.allocUnsafe(BLOCK_BYTES);
     return block;
   }
 
+  /** The block being filled, when it has bytes and nothing else waits (the writer goes on with it). */
+  private takePartial(): { buffer: Buffer; length: number } | undefined {
+    return this.filled === 0 || this.error ? undefined : this.takeCurrent();
+  }
+
   private submit(): void {
-    this.queue.push({ buffer: this.current, length: this.filled });
-    this.filled = 0;
-    // Never without a block to fill: should reading not stop in time, a block more is made.
-    this.current = this.free.pop() ?? Buffer.allocUnsafe(BLOCK_BYTES);
+    this.queue.push(this.takeCurrent());
     if (this.free.length === 0 && !this.blocked) {
       this.blocked = true;
       this.onBlocked(true);

@@ -37,11 +37,12 @@
  *   same id at once are the caller's to prevent.
  *
  * Written on its own HTTP/1.1 client (download-http.ts says why not node:http) rather than
- * node-llama-cpp's downloader (`createModelDownloader`, on `ipull`): ipull writes to a `.ipull` file of its own naming with its progress stored inside
- * it, fetches a file in three parallel ranges by default (so it cannot be hashed as it
- * arrives, and a resume would re-read it anyway), renames it into place before the caller could
- * verify it, leaves the token to fetch's own redirect handling, and has no If-Range, no early
- * magic check and no way to tell a dropped connection from a final failure.
+ * node-llama-cpp's downloader (`createModelDownloader`, on `ipull`): ipull writes to a `.ipull`
+ * file of its own naming with its progress stored inside it, fetches a file in three parallel
+ * ranges by default (so it cannot be hashed as it arrives, and a resume would re-read it
+ * anyway), renames it into place before the caller could verify it, leaves the token to fetch's
+ * own redirect handling, and has no If-Range, no early magic check and no way to tell a dropped
+ * connection from a final failure.
  */
 import { createHash } from 'node:crypto';
 import { mkdir, stat, statfs } from 'node:fs/promises';

@@ -92,6 +92,14 @@ function encodeAnswer(key: IdempotencyKey, answer: StoredAnswer): string {
   return key.sealingKey ? seal(text, key.sealingKey) : text;
 }
 
+/**
+ * A key as the table holds it, for answering in place of the request that held it: only creates
+ * (which make tasks) are in flight or name a task, and their answers are never sealed.
+ */
+function storedKey(row: Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>): IdempotencyKey {
+  return { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: 0 };
+}
+
 export class IdempotencyTable {
   private readonly getStatement;
   private readonly putStatement;
@@ -117,19 +125,16 @@ export class IdempotencyTable {
     this.deleteExpiredStatement = db.prepare(`
       DELETE FROM idempotency_keys
       WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`);
-    this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'task_id'>>(
-      "SELECT scope, key, task_id FROM idempotency_keys WHERE state = 'in_flight'");
+    this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id'>>(
+      "SELECT scope, key, fingerprint, task_id FROM idempotency_keys WHERE state = 'in_flight'");
     this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>>(
       'SELECT scope, key, fingerprint FROM idempotency_keys WHERE task_id = ? LIMIT 1');
   }
 
-  /**
-   * The key that made a task, for completing it in place of a request that died with the process.
-   * Only creates make tasks, and their answers are never sealed.
-   */
+  /** The key that made a task, for completing it in place of a request that died with the process. */
   keyOfTask(taskId: string): IdempotencyKey | null {
     const row = this.ofTaskStatement.get(taskId);
-    return row ? { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: 0 } : null;
+    return row ? storedKey(row) : null;
   }
 
   /**
@@ -178,8 +183,7 @@ export class IdempotencyTable {
   /**
    * At startup: the requests that were still being answered died with the process. A key whose
    * task goes on (`answerOf` gives the answer a replay gets) keeps guarding it, so a retry never
-   * makes a second task beside it (LMSP 8); the others are released. Only creates are in flight,
-   * and their answers hold no secret, so the answer is stored as it is.
+   * makes a second task beside it (LMSP 8); the others are released.
    */
   settleInFlight(answerOf: (taskId: string | null) => StoredAnswer | null): { released: number; kept: number } {
     let released = 0;
@@ -187,10 +191,10 @@ export class IdempotencyTable {
     for (const row of this.inFlightStatement.all()) {
       const answer = answerOf(row.task_id);
       if (answer) {
-        this.completeStatement.run(answer.status, JSON.stringify(answer), row.scope, row.key);
+        this.complete(storedKey(row), answer);
         kept += 1;
       } else {
-        this.deleteStatement.run(row.scope, row.key);
+        this.release(storedKey(row));
         released += 1;
       }
     }

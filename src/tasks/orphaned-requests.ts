@@ -17,6 +17,11 @@ import { waitForFinish } from './waiting.js';
 /** Per service: the settlement of each task settled in place of its request, by task id. */
 const settlements = new WeakMap<TaskCore, Map<string, Promise<StoredAnswer | null>>>();
 
+/** What a plain (neither streamed nor background) create answers once its task has finished. */
+function plainAnswerOf(core: TaskCore, finished: Task): StoredAnswer {
+  return finished.completionId !== null ? chatCompletionAnswer(core, finished) : { status: 200, body: responseView(core, finished) };
+}
+
 /** Settles one task as its request would have; resolves once the task has finished, with the answer its key got. */
 async function settleInPlaceOfRequest(core: TaskCore, task: Task): Promise<StoredAnswer | null> {
   const { store } = core;
@@ -27,11 +32,11 @@ async function settleInPlaceOfRequest(core: TaskCore, task: Task): Promise<Store
     return completion ? (await settleChatCompletionRequest(core, task, completion, key, clientGone)).answer : null;
   }
   const header = task.responseId === null ? null : store.responses.getHeader(task.responseId);
-  if (!header || header.background) return null;
+  if (!header) return null;
   const { answer } = await settleResponseRequest(core, task, key, {
     clientGone,
     storeResponse: header.store,
-    answerOf: (finished) => (header.stream ? streamedCreateAnswer(core, finished, header.store) : { status: 200, body: responseView(core, finished) }),
+    answerOf: (finished) => (header.stream ? streamedCreateAnswer(core, finished, header.store) : plainAnswerOf(core, finished)),
   });
   return answer;
 }
@@ -47,9 +52,7 @@ export async function answerOfSurvivingTask(core: TaskCore, taskId: string): Pro
   if (settlement) return settlement;
   // Not settled by this process (it started with the task already finished): the log still holds it.
   const finished = await waitForFinish(core, taskId);
-  if (!finished) return null;
-  if (finished.completionId !== null) return chatCompletionAnswer(core, finished);
-  return { status: 200, body: responseView(core, finished) };
+  return finished ? plainAnswerOf(core, finished) : null;
 }
 
 /** Starts settling every unfinished `store: false` task, whose request died with the process; answers how many. */
