@@ -31,7 +31,7 @@ export interface ServiceConfig {
   sweepIntervalMs: number;
   parallel: number;
   /** How the slots of a model are served: a runner process each, or sequences of one context in one runner. */
-  parallelMode: 'processes' | 'sequences';
+  parallelMode: 'auto' | 'processes' | 'sequences';
   keepAliveMs: number;
   maxLoadedModels: number;
   maxRestarts: number;
@@ -153,9 +153,9 @@ export const OPTIONS: readonly OptionDefinition[] = [
     description: 'period of the retention sweeper', parse: durationParser('duration') },
   { key: 'parallel', flag: '--parallel', env: 'LMSP_PARALLEL', defaultText: '1',
     description: 'tasks generated at the same time', parse: integerParser(1, 64) },
-  { key: 'parallelMode', flag: '--parallel-mode', env: 'LMSP_PARALLEL_MODE', defaultText: 'processes',
-    description: 'how the --parallel slots of a model run: processes (a runner process each) or sequences (one runner, one context with a sequence per slot)',
-    parse: choiceParser(['processes', 'sequences']) },
+  { key: 'parallelMode', flag: '--parallel-mode', env: 'LMSP_PARALLEL_MODE', defaultText: 'auto',
+    description: 'how the --parallel slots of a model run: processes (a runner process each), sequences (one runner, one context with a sequence per slot), or auto (sequences on a GPU backend, processes on the CPU)',
+    parse: choiceParser(['auto', 'processes', 'sequences']) },
   { key: 'keepAliveMs', flag: '--keep-alive', env: 'LMSP_KEEP_ALIVE', defaultText: '5m',
     description: 'how long a model stays loaded after its last use', parse: durationParser('duration', true) },
   { key: 'maxLoadedModels', flag: '--max-loaded-models', env: 'LMSP_MAX_LOADED_MODELS', defaultText: '1',
@@ -262,7 +262,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     retentionMs: (values.retentionMs as number) ?? parseDuration('7d')!,
     sweepIntervalMs: (values.sweepIntervalMs as number) ?? parseDuration('10m')!,
     parallel: (values.parallel as number) ?? 1,
-    parallelMode: ((values.parallelMode as string) ?? 'processes') as ServiceConfig['parallelMode'],
+    parallelMode: ((values.parallelMode as string) ?? 'auto') as ServiceConfig['parallelMode'],
     keepAliveMs: (values.keepAliveMs as number) ?? parseDuration('5m')!,
     maxLoadedModels: (values.maxLoadedModels as number) ?? 1,
     maxRestarts: (values.maxRestarts as number) ?? 3,

@@ -12,6 +12,7 @@ import { loadPairingKey } from './auth/pairing-key.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
 import type { ServiceConfig } from './config.js';
 import { affinityForThisMachine } from './engine/cpu-affinity.js';
+import { chooseParallelMode, probeBackend } from './engine/parallel-mode.js';
 import { RunnerPool } from './engine/runner-pool.js';
 import { buildApp } from './http/app.js';
 import { ConnectionRegistry } from './http/connections.js';
@@ -100,6 +101,12 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   metrics.watch(timeline);
   logTaskChanges(timeline, (fields, message) => log.info(fields, message));
 
+  // `--parallel-mode auto` may ask llama.cpp for its backend, in a runner process of its own:
+  // asked now, it answers while recovery runs.
+  const stateDir = join(config.dataDir, STATE_DIR);
+  const runnerSettings = { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs };
+  const parallelMode = chooseParallelMode(config.parallelMode, config.parallel, config.gpu, () => probeBackend(runnerSettings));
+
   // LMSP 11.2: at startup, every unfinished task gets its restart policy, before anything else.
   const started = performance.now();
   timeline.beginRecovery();
@@ -107,12 +114,13 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   timeline.endRecovery();
   metrics.observeRecovery(report);
   log.info({ ...report, ms: Math.round(performance.now() - started) }, 'recovered unfinished tasks');
-  const stateDir = join(config.dataDir, STATE_DIR);
   removeStaleStates(stateDir, () => new Set(store.tasks.list({ clientId: null, statuses: ['running'], afterSeq: null, limit: 100_000, order: 'asc' }).tasks.map((task) => task.id)));
 
   ensureOperatorToken(store, config.dataDir);
+  const { mode, reason } = await parallelMode;
+  log.info({ parallel: config.parallel, parallel_mode: mode, reason }, `parallel slots run as ${mode}`);
   // With sequences, one runner serves all the slots of a model: as many runners as models loaded at once.
-  const sequences = config.parallelMode === 'sequences';
+  const sequences = mode === 'sequences';
   const runnerCount = sequences ? Math.min(config.parallel, config.maxLoadedModels) : config.parallel;
   const affinity = affinityForThisMachine(config.cpuAffinity, runnerCount, config.threads);
   if (affinity.pinned) log.info({ runners: affinity.runnerCpus, service: affinity.serviceCpus.join(',') }, 'runners pinned to CPUs of their own');
@@ -123,7 +131,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     affinity: affinity.pinned ? affinity : null,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAliveMs,
-    settings: { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs },
+    settings: runnerSettings,
     debug: config.debug,
     log: (level, message) => log[level](message),
     onModelLoad: (model, result) => metrics.observeModelLoad(model, result),

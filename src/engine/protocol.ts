@@ -56,7 +56,9 @@ export type ParentMessage =
   | { type: 'count'; requestId: number; model: RunnerModel; messages: readonly EngineMessage[]; tools?: readonly ToolDefinition[] }
   | GenerateMessage
   | EmbedMessage
-  | { type: 'cancel'; requestId: number };
+  | { type: 'cancel'; requestId: number }
+  /** Which backend llama.cpp uses under these settings (`--parallel-mode auto` asks at startup). */
+  | { type: 'backend'; requestId: number };
 
 export type OutputUnitMessage = OutputUnit;
 
@@ -64,7 +66,9 @@ export type OutputUnitMessage = OutputUnit;
 export type RunnerErrorCode = TaskErrorCode | 'invalid_request';
 
 export type RunnerMessage =
-  | { type: 'ready'; pid: number; gpu: string | false }
+  | { type: 'ready'; pid: number }
+  /** The GPU backend llama.cpp loaded (`cuda`, `vulkan`, `metal`), or false on the CPU. */
+  | { type: 'backend'; requestId: number; gpu: string | false }
   | { type: 'loaded'; requestId: number; contextLength: number }
   | { type: 'unloaded'; requestId: number }
   | { type: 'counted'; requestId: number; tokens: number; contextLength: number }

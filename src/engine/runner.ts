@@ -149,6 +149,13 @@ async function handle(message: ParentMessage): Promise<void> {
       }
       return;
     }
+    case 'backend':
+      try {
+        send({ type: 'backend', requestId: message.requestId, gpu: (await llama()).gpu });
+      } catch (error) {
+        send({ type: 'error', requestId: message.requestId, code: 'engine_error', message: (error as Error).message });
+      }
+      return;
     case 'cancel': {
       const generation = generations.get(message.requestId);
       if (generation) generation.cancelled = true;
@@ -168,4 +175,4 @@ process.on('disconnect', () => process.exit(0));
 // would be taken for a crash, and its tasks' restart policies applied while the service stops.
 process.on('SIGINT', () => {});
 process.on('SIGTERM', () => {});
-send({ type: 'ready', pid: process.pid, gpu: false });
+send({ type: 'ready', pid: process.pid });
