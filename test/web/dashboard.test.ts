@@ -67,7 +67,13 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       for (const view of VIEWS) {
         await openView(page, service, view.hash, view.heading);
         if (view.hash === '#/') await page.getByTestId('tokens-total').filter({ hasText: '12' }).waitFor();
-        if (view.hash === '#/tasks') await page.locator('tbody tr').first().waitFor();
+        if (view.hash === '#/tasks') {
+          // The Client column names the client (the operator's token made the task), and the
+          // table fits the page at 1280 px instead of scrolling sideways.
+          await page.getByRole('cell', { name: 'operator', exact: true }).waitFor();
+          const overflow = await page.locator('.table-wrap').evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth);
+          assert.equal(overflow, 0, 'the tasks table scrolls sideways');
+        }
         if (view.hash === '#/chat') await page.getByText('does not serve stored chat completions').or(page.locator('table, .empty')).first().waitFor();
         if (view.hash === '#/clients') await page.getByRole('cell', { name: 'operator console (you)' }).waitFor();
         await screenshot(page, `view-${view.heading.toLowerCase().replace(/ /g, '-')}`);

@@ -4,7 +4,7 @@ import { formatDuration } from '../format.js';
 import { href } from '../router.js';
 import { hasScope, request } from '../session.js';
 import { Ago, Code, ErrorNotice, PageHeading, StatusBadge, useApp, usePoll } from '../ui.js';
-import type { List, Task } from '../wire.js';
+import type { Client, List, Task } from '../wire.js';
 
 export const REFRESH_MS = 1500;
 
@@ -35,7 +35,13 @@ export function formatRunTime(task: Task, now = Date.now() / 1000): string {
   return whole < 60 ? `${whole} s` : formatDuration(whole);
 }
 
-export function TaskTable({ tasks, caption, showClient }: { tasks: Task[]; caption: string; showClient: boolean }) {
+/** The Client column, for admins: the client's name where the list of clients has it, else its id. */
+function ClientCell({ id, names }: { id: string; names: ReadonlyMap<string, string> }) {
+  const name = names.get(id);
+  return <td>{name === undefined ? <Code>{id}</Code> : <span title={id}>{name}</span>}</td>;
+}
+
+export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; caption: string; clientNames: ReadonlyMap<string, string> | null }) {
   return (
     <div class="table-wrap">
       <table>
@@ -48,7 +54,7 @@ export function TaskTable({ tasks, caption, showClient }: { tasks: Task[]; capti
             <th scope="col">Status</th>
             <th scope="col">Created</th>
             <th scope="col">Run time</th>
-            {showClient && <th scope="col">Client</th>}
+            {clientNames && <th scope="col">Client</th>}
           </tr>
         </thead>
         <tbody>
@@ -60,7 +66,7 @@ export function TaskTable({ tasks, caption, showClient }: { tasks: Task[]; capti
               <td><StatusBadge status={task.status} />{task.error && <span class="error-code"> {task.error.code}</span>}</td>
               <td><Ago seconds={task.created_at} /></td>
               <td>{formatRunTime(task)}</td>
-              {showClient && <td><Code>{task.client_id}</Code></td>}
+              {clientNames && <ClientCell id={task.client_id} names={clientNames} />}
             </tr>
           ))}
         </tbody>
@@ -77,6 +83,9 @@ export function TasksView() {
     () => request<List<Task>>(session, 'GET', `v1/tasks?limit=50${statuses ? `&status=${statuses}` : ''}`),
     REFRESH_MS, [filter]);
   const admin = hasScope(session, 'admin');
+  // Admins see every client's tasks: the Client column names them (the ids alone are 36 characters).
+  const clients = usePoll(() => (admin ? request<List<Client>>(session, 'GET', 'v1/clients') : Promise.resolve(null)), admin ? 10_000 : null, [admin]);
+  const clientNames = admin ? new Map((clients.data?.data ?? []).map((client) => [client.id, client.name])) : null;
 
   return (
     <>
@@ -95,7 +104,7 @@ export function TasksView() {
       <ErrorNotice error={tasks.error} />
       {tasks.data && tasks.data.data.length === 0 && <p class="empty">No {filter === 'all' ? '' : `${filter} `}tasks{admin ? '' : ' of yours'}.</p>}
       {tasks.data && tasks.data.data.length > 0 && (
-        <TaskTable tasks={tasks.data.data} showClient={admin}
+        <TaskTable tasks={tasks.data.data} clientNames={clientNames}
           caption={`${filter === 'all' ? 'Latest' : FILTERS.find((f) => f.value === filter)!.label} tasks${tasks.data.has_more ? ' (the 50 newest)' : ''}`} />
       )}
     </>
