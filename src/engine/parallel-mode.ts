@@ -63,6 +63,6 @@ export function probeBackend(settings: RunnerSettings, timeoutMs = PROBE_TIMEOUT
     }, (exit) => reject(new Error(exit.reason)));
   }).finally(() => {
     clearTimeout(timer);
-    runner.kill();
+    return runner.killAndWait();
   });
 }

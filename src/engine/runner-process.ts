@@ -116,6 +116,14 @@ export class RunnerProcess {
     this.child?.process.send(message);
   }
 
+  /** Ends the process now, and resolves once it is gone (reaped, no longer among the service's children). */
+  killAndWait(): Promise<void> {
+    const child = this.child;
+    this.kill();
+    if (!child || child.process.exitCode !== null || child.process.signalCode !== null) return Promise.resolve();
+    return new Promise((resolve) => child.process.once('exit', () => resolve()));
+  }
+
   /** Ends the process now; the next request starts a fresh one. */
   kill(): void {
     const child = this.child;

@@ -34,7 +34,7 @@ describe('--parallel-mode', () => {
     assert.equal(await probeBackend(settings('cpu')), false);
     const backend = await probeBackend(settings('auto'));
     assert.ok(backend === false || ['cuda', 'vulkan', 'metal'].includes(backend), `backend ${String(backend)}`);
-    await waitFor(() => childPids(process.pid).length === 0, { what: 'the probe runners to end' });
+    assert.deepEqual(childPids(process.pid), [], 'the probe runners are gone');
   });
 
   test('by default the service runs --parallel 2 as its backend calls for, and logs why', { timeout: 120_000, skip: process.platform !== 'linux' && 'counts runner processes in /proc' }, async () => {
