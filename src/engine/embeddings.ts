@@ -34,37 +34,66 @@ interface CachedContext {
   model: LlamaModel;
   size: number;
   context: LlamaEmbeddingContext;
+  /** Requests computing on this context now. */
+  users: number;
+  /** Replaced by a larger one (or the model unloads): disposed once its last user is done. */
+  retired: boolean;
 }
 
-/** One embedding context per runner, kept while its model stays loaded. */
+/**
+ * One embedding context per runner, kept while its model stays loaded. Requests on one runner
+ * run concurrently (node-llama-cpp evaluates one input at a time on a context), so a request
+ * that needs a larger context must not dispose the one another request is using: the old one
+ * is retired and disposed when its last user is done.
+ */
 export class EmbeddingContexts {
   private cached: CachedContext | null = null;
   private creating: Promise<CachedContext> | null = null;
 
   constructor(private readonly threads: number) {}
 
-  async get(model: LlamaModel, tokens: number): Promise<LlamaEmbeddingContext> {
+  /** Runs `work` on a context of more than `tokens` tokens, which stays alive until it is done. */
+  async use<T>(model: LlamaModel, tokens: number, work: (context: LlamaEmbeddingContext) => Promise<T> | T): Promise<T> {
+    const entry = await this.acquire(model, tokens);
+    try {
+      return await work(entry.context);
+    } finally {
+      entry.users -= 1;
+      if (entry.retired && entry.users === 0) await entry.context.dispose();
+    }
+  }
+
+  private async acquire(model: LlamaModel, tokens: number): Promise<CachedContext> {
     while (this.creating) await this.creating.catch(() => undefined);
-    if (this.cached && this.cached.model === model && this.cached.size > tokens) return this.cached.context;
+    const current = this.cached;
+    if (current && current.model === model && current.size > tokens) {
+      current.users += 1;
+      return current;
+    }
     const size = Math.ceil((tokens + 1) / CONTEXT_STEP) * CONTEXT_STEP;
     const causal = !(model.fileInsights.hasEncoder && !model.fileInsights.hasDecoder);
     this.creating = (async () => {
       await this.dispose();
       const context = await model.createEmbeddingContext({ contextSize: size, batchSize: causal ? Math.min(size, CAUSAL_BATCH) : size, threads: this.threads });
-      return { model, size, context };
+      return { model, size, context, users: 0, retired: false };
     })();
     try {
-      this.cached = await this.creating;
-      return this.cached.context;
+      const created = await this.creating;
+      created.users += 1;
+      this.cached = created;
+      return created;
     } finally {
       this.creating = null;
     }
   }
 
+  /** Retires the cached context: disposed now, or when the requests using it are done. */
   async dispose(): Promise<void> {
     const cached = this.cached;
     this.cached = null;
-    await cached?.context.dispose();
+    if (!cached) return;
+    cached.retired = true;
+    if (cached.users === 0) await cached.context.dispose();
   }
 }
 
@@ -115,22 +144,24 @@ export async function embed(send: (message: RunnerMessage) => void, contexts: Em
       throw new InputError('invalid_request', 'dimensions', `dimensions must be 1 to ${size} for this model`);
     }
     // Measure every input first: a request either fits whole or is refused before any work.
-    const probe = await contexts.get(model, 1);
-    const counts = inputs.map((input, index) => {
+    const counts = await contexts.use(model, 1, (probe) => inputs.map((input, index) => {
       const count = probe.calculateInputLength(input);
       if (count > model.trainContextSize) {
         throw new InputError('context_length_exceeded', `input[${index}]`,
           `input[${index}] has ${count} tokens; the model's context is ${model.trainContextSize}`);
       }
       return count;
+    }));
+    const embeddings = await contexts.use(model, Math.max(...counts), async (context) => {
+      const vectors: number[][] = [];
+      for (const input of inputs) {
+        if (isCancelled()) return null;
+        const { vector } = await context.getEmbeddingFor(input);
+        vectors.push(normalize(vector, dimensions));
+      }
+      return vectors;
     });
-    const context = await contexts.get(model, Math.max(...counts));
-    const embeddings: number[][] = [];
-    for (const input of inputs) {
-      if (isCancelled()) return false;
-      const { vector } = await context.getEmbeddingFor(input);
-      embeddings.push(normalize(vector, dimensions));
-    }
+    if (!embeddings) return false;
     send({ type: 'embedded', requestId, embeddings, promptTokens: counts, pooling: poolingOf(model) });
   } catch (error) {
     if (error instanceof InputError) send({ type: 'error', requestId, code: error.code, message: error.message, param: error.param });

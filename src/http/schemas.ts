@@ -212,7 +212,8 @@ export const registerModelBody = {
   required: ['path'],
   properties: {
     path: { type: 'string', minLength: 1, description: 'A GGUF file inside the models directory (relative paths start there).' },
-    id: { type: 'string', minLength: 1, maxLength: 128 },
+    // null is absent, as for every optional field of the Responses and Chat Completions bodies.
+    id: { type: ['string', 'null'], minLength: 1, maxLength: 128 },
   },
 } as const;
 
@@ -240,8 +241,8 @@ export const pullModelBody = {
   required: ['source'],
   properties: {
     source: { type: 'string', minLength: 1, description: 'hf:OWNER/REPO/FILE.gguf[@REVISION] or an https:// URL of a GGUF file.' },
-    id: { type: 'string', minLength: 1, maxLength: 128 },
-    digest: { type: 'string', description: 'sha256:<64 hex digits>; a file with another digest fails the pull.' },
-    on_restart: { type: 'string', enum: ['fail', 'retry', 'resume'] },
+    id: { type: ['string', 'null'], minLength: 1, maxLength: 128 },
+    digest: { type: ['string', 'null'], description: 'sha256:<64 hex digits>; a file with another digest fails the pull.' },
+    on_restart: { type: ['string', 'null'], enum: ['fail', 'retry', 'resume', null] },
   },
 } as const;

@@ -14,7 +14,7 @@
  * `idempotency_key_in_flight` never arises here. Without a key nothing is written.
  */
 import { toEmbeddingList, type CreateEmbeddingBody, type EmbeddingList } from '../api/embeddings.js';
-import { ServiceError, invalidRequest } from '../domain/errors.js';
+import { ServiceError, invalidRequest, type TaskErrorCode } from '../domain/errors.js';
 import type { Model } from '../domain/models.js';
 import { EngineError, EngineInputError, MAX_EMBEDDING_INPUTS, type EmbeddingInput } from '../engine/engine.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
@@ -68,6 +68,9 @@ export function embeddingInputs(input: unknown): { inputs: EmbeddingInput[]; sin
   return { inputs: input as EmbeddingInput[], single: false };
 }
 
+/** Engine failures that no retry of the same request can get past. */
+const PERMANENT_ENGINE_ERRORS: ReadonlySet<TaskErrorCode> = new Set<TaskErrorCode>(['model_digest_mismatch', 'model_load_failed']);
+
 /** An engine refusal as the client's error: its param names the wire field. */
 function toServiceError(error: unknown, single: boolean): unknown {
   if (error instanceof EngineInputError) {
@@ -77,8 +80,11 @@ function toServiceError(error: unknown, single: boolean): unknown {
   }
   if (error instanceof EngineError) {
     if (error.code === 'model_not_found') return new ServiceError('model_not_found', error.message, { param: 'model' });
+    // A changed or unloadable file stays so until the operator acts: official clients would retry
+    // the 500 twice, re-hashing the whole file each time (chat completions' task_failed says the same).
+    const headers: Record<string, string> = PERMANENT_ENGINE_ERRORS.has(error.code) ? { 'x-should-retry': 'false' } : {};
     // llama.cpp's own messages may name files: the client sees them without paths, as task errors.
-    return new ServiceError('internal_error', withoutPaths(`${error.code}: ${error.message}`), { cause: error });
+    return new ServiceError('internal_error', withoutPaths(`${error.code}: ${error.message}`), { cause: error, headers });
   }
   return error;
 }

@@ -69,6 +69,21 @@ describe('embeddings (LMSP 14)', () => {
       assert.equal(ok.promptTokens[0], 16382, 'an input that fits the context is embedded');
     }));
 
+  test('concurrent requests on one runner: one that needs a larger context does not dispose the context another is using', { timeout: 120_000 }, () =>
+    withEngine({}, async ({ engine, tiny }) => {
+      const many = Array.from({ length: 400 }, (_, index) => `short text ${index}`);
+      const alone = await engine.embed(tiny, { inputs: many });
+      // While the batch computes on a small context, longer inputs make the runner grow it twice.
+      const batch = engine.embed(tiny, { inputs: many });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const longer = await engine.embed(tiny, { inputs: ['y'.repeat(1200)] });
+      const longest = await engine.embed(tiny, { inputs: ['z'.repeat(3000)] });
+      assert.equal((await batch).embeddings.length, many.length);
+      assert.deepEqual((await batch).embeddings, alone.embeddings, 'the same bits as computed alone');
+      assert.equal(longer.promptTokens[0], 1202);
+      assert.equal(longest.promptTokens[0], 3002);
+    }));
+
   test('an embedding is answered beside a running generation of the same model, on its runner, without changing it', { timeout: 120_000 }, () =>
     withEngine({ tokenDelayMs: 40 }, async ({ engine, tiny }) => {
       const request = { messages: [{ role: 'user' as const, content: 'Go on.' }], sampling: sampling(3, 40) };

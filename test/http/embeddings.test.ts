@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
@@ -166,6 +167,20 @@ describe('Embeddings API (LMSP section 14)', () => {
       const user = await pairClient(service, ['responses'], 'user');
       const scoped = await api({ url: service.url, token: user.token }, '/v1/embeddings', { method: 'POST', json: { model, input: 'a' } });
       assert.equal(scoped.status, 200, 'the responses scope is enough');
+    }));
+
+  test('a model whose file changed is a 500 with x-should-retry: false, so official clients do not re-hash it again and again', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const path = join(service.dataDir, 'models', 'changed.gguf');
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), path);
+      const registered = await api(service, '/v1/models', { method: 'POST', json: { path: 'changed.gguf', id: 'changed' } });
+      assert.equal(registered.status, 201, await registered.text());
+      writeGgufFile(path, buildSyntheticModel({ ...LMSP_TINY, seed: 3 }));
+      const response = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'changed', input: 'a' } });
+      const text = await response.text();
+      assert.equal(response.status, 500, text);
+      assert.match((JSON.parse(text) as ErrorBody).error.message, /^model_digest_mismatch: /);
+      assert.equal(response.headers.get('x-should-retry'), 'false', 'a retry cannot fix a changed file');
     }));
 
   test('Idempotency-Key: the same request answers the same body as a replay; another body, or another file under the model id, gets 422; a bad key 400', { timeout: 90_000 }, () =>

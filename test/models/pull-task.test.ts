@@ -107,6 +107,14 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.equal(((await (await api(service, '/v1/models/tiny-model.q8_0')).json()) as ModelObject).digest, DIGEST);
   });
 
+  test('null optional fields count as absent: the id from the file name, no digest, on_restart resume', async () => {
+    const url = server.serve('/files/Null-Fields.gguf', MODEL);
+    const task = await started({ source: url, id: null, digest: null, on_restart: null });
+    assert.equal(task.model, 'null-fields');
+    assert.equal(task.on_restart, 'resume');
+    assert.equal((await finished(task.id)).status, 'completed');
+  });
+
   test('a digest that does not match fails with model_digest_mismatch: no partial file, no model', async () => {
     const url = server.serve('/files/mismatch.gguf', MODEL);
     const task = await started({ source: url, id: 'pulled-mismatch', digest: `sha256:${'0'.repeat(64)}` });

@@ -4,7 +4,7 @@
  * outside it.
  */
 import assert from 'node:assert/strict';
-import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { makeDataDir } from '../helpers/data-dir.js';
@@ -24,6 +24,13 @@ describe('model registry edges (LMSP 5)', () => {
     }
     assert.equal(new Set(answers).size, 1, `one answer for all:\n${answers.join('\n')}`);
     assert.equal((JSON.parse(answers[0]!) as ErrorBody).error.param, 'id');
+  }));
+
+  test('POST /v1/models takes id: null as absent: the id comes from the file name', () => withService({}, async (service) => {
+    copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'Null-Id.gguf'));
+    const response = await api(service, '/v1/models', { method: 'POST', json: { path: 'Null-Id.gguf', id: null } });
+    assert.equal(response.status, 201, await response.clone().text());
+    assert.equal(((await response.json()) as { id: string }).id, 'null-id');
   }));
 
   test('a broken link to outside the models directory answers the same whether its target exists or not', () => withService({}, async (service) => {

@@ -22,9 +22,9 @@ export function registerModelRoutes(app: FastifyInstance, context: AppContext): 
   });
 
   app.post('/v1/models', { config: { access: 'models:write' }, schema: { body: registerModelBody } }, async (request, reply) => {
-    const body = request.body as { path: string; id?: string };
+    const body = request.body as { path: string; id?: string | null };
     const path = isAbsolute(body.path) ? body.path : resolve(core.registry.modelsDir, body.path);
-    const outcome = await registerModel(core, { path, id: body.id }, { restrictToModelsDir: true }, clientKeyOf(request, context));
+    const outcome = await registerModel(core, { path, id: body.id ?? undefined }, { restrictToModelsDir: true }, clientKeyOf(request, context));
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
     return reply.code(201).send(outcome.model);
   });
