@@ -10,7 +10,9 @@
  * - every key 1 to 65535 bytes of printable ASCII, unique; every string and array within the file;
  *   every value type one of the 13 known, bools 0 or 1, arrays nested at most 4 deep;
  * - `general.alignment`, when present, a uint32 power of two; `general.architecture` a short
- *   lowercase name; no split models (their other parts would escape validation and the digest);
+ *   lowercase name; `<architecture>.context_length`, when present, at most 2^31 - 1 (llama.cpp
+ *   reads a larger one as negative); no split models (their other parts would escape validation
+ *   and the digest);
  * - tensor infos: names 1 to 63 bytes and unique, 1 to 4 dimensions each > 0 whose product stays
  *   exact, a known ggml type whose block divides the rows, an offset aligned to the alignment;
  *   each tensor's bytes inside the data section, and no two tensors overlapping.
@@ -27,6 +29,9 @@ import { HeaderReader, invalidModelFile } from './gguf-metadata.js';
 import { readTensorInfos } from './gguf-tensors.js';
 
 export { invalidModelFile };
+
+/** The largest trained context llama.cpp reads as it is (a signed 32-bit integer). */
+const MAX_CONTEXT_LENGTH = 2 ** 31 - 1;
 
 /** What validation learned about a file: the facts the registry records come from here. */
 export interface GgufStructure {
@@ -74,13 +79,19 @@ export async function validateGgufFile(path: string): Promise<GgufStructure> {
       const type = reader.architectureType;
       throw invalidModelFile(type === null ? 'general.architecture is missing' : `general.architecture has type ${GGUF_VALUE_TYPES[type] ?? type}, not string`);
     }
+    // llama.cpp keeps the trained context in a signed 32-bit field: a larger value reads as
+    // negative, and every generation on the model would be refused.
+    const contextLength = reader.contextLength();
+    if (contextLength !== null && contextLength > MAX_CONTEXT_LENGTH) {
+      throw invalidModelFile(`${reader.architecture}.context_length is ${contextLength} (at most ${MAX_CONTEXT_LENGTH})`);
+    }
     if (reader.splitCount !== null && reader.splitCount > 1) {
       throw invalidModelFile(`it is part of a split model (split.count ${reader.splitCount}); merge the parts into one file first`);
     }
     return {
       version: reader.version,
       architecture: reader.architecture,
-      contextLength: reader.contextLength(),
+      contextLength,
       fileType: reader.fileType,
       alignment: reader.alignment,
       tokenizerModel: reader.tokenizerModel,

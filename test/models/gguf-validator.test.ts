@@ -194,6 +194,12 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
       'the context length is the architecture\'s own');
   });
 
+  test("the architecture's context length fits llama.cpp's signed 32 bits", async () => {
+    await rejects(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 32 - 1 })), /llama.context_length is 4294967295 \(at most 2147483647\)/);
+    await rejects(small(withValue('llama.context_length', { type: 'u64', value: 2n ** 31n })), /llama.context_length is 2147483648/);
+    assert.equal((await accepts(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 31 - 1 })))).contextLength, 2 ** 31 - 1);
+  });
+
   test('a part of a split model is refused', async () => {
     await rejects(small(withValue('split.count', { type: 'u16', value: 3 })), /part of a split model \(split.count 3\)/);
     await accepts(small(withValue('split.count', { type: 'u16', value: 1 })));
