@@ -78,8 +78,10 @@ export const createChatCompletionBody = {
         },
       },
     },
+    // As OpenAI answers Chat Completions (its Responses API accepts `tools: []`): no tools is said by leaving the field out.
     tools: {
       type: ['array', 'null'],
+      minItems: 1,
       items: {
         type: 'object',
         required: ['type', 'function'],

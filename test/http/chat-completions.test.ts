@@ -155,6 +155,15 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.deepEqual(data, [], 'a refused request leaves no task');
   }));
 
+  test('an empty tools array is 400 naming tools, as OpenAI answers Chat Completions; the Responses API accepts it, as OpenAI does', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      await expectError(await chat(service, { tools: [] }), 400, 'invalid_request', 'tools');
+      const answered = await chat(service, { tools: null, max_completion_tokens: 2 });
+      assert.equal(answered.status, 200, await answered.text());
+      const responses = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'Hello', tools: [], max_output_tokens: 2 } });
+      assert.equal(responses.status, 200, await responses.text());
+    }));
+
   test('stream: a role chunk, content chunks, the finish_reason chunk, the usage chunk, then [DONE]; the log holds the same chunks', { timeout: 60_000 }, () => withService({}, async (service) => {
     const response = await chat(service, { max_completion_tokens: 15, seed: 2, stream: true, stream_options: { include_usage: true }, store: true, metadata: { run: 'a' } });
     assert.equal(response.status, 200);
