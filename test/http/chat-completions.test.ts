@@ -164,6 +164,23 @@ describe('Chat Completions (LMSP 13)', () => {
       assert.equal(responses.status, 200, await responses.text());
     }));
 
+  test('tool_choice and parallel_tool_calls without tools are 400 naming them, as OpenAI answers Chat Completions; the Responses API accepts auto and none', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      for (const tool_choice of ['auto', 'none', 'required', { type: 'function', function: { name: 'f' } }]) {
+        await expectError(await chat(service, { tool_choice }), 400, 'invalid_request', 'tool_choice');
+      }
+      await expectError(await chat(service, { parallel_tool_calls: false }), 400, 'invalid_request', 'parallel_tool_calls');
+      const unset = await chat(service, { tool_choice: null, parallel_tool_calls: null, max_completion_tokens: 2 });
+      assert.equal(unset.status, 200, await unset.text());
+      const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+      const withTools = await chat(service, { tools, tool_choice: 'none', parallel_tool_calls: false, max_completion_tokens: 2 });
+      assert.equal(withTools.status, 200, await withTools.text());
+      for (const tool_choice of ['auto', 'none']) {
+        const responses = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'Hello', tool_choice, max_output_tokens: 2 } });
+        assert.equal(responses.status, 200, await responses.text());
+      }
+    }));
+
   test('stream: a role chunk, content chunks, the finish_reason chunk, the usage chunk, then [DONE]; the log holds the same chunks', { timeout: 60_000 }, () => withService({}, async (service) => {
     const response = await chat(service, { max_completion_tokens: 15, seed: 2, stream: true, stream_options: { include_usage: true }, store: true, metadata: { run: 'a' } });
     assert.equal(response.status, 200);
