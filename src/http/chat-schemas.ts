@@ -27,6 +27,25 @@ const toolCall = {
   },
 } as const;
 
+/** LMSP 6.2 `tools` of Chat Completions: functions only. */
+const functionTool = {
+  type: 'object',
+  required: ['type', 'function'],
+  properties: {
+    type: { type: 'string', enum: ['function'] },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: { type: 'string' },
+        description: { type: 'string' },
+        parameters: { type: 'object' },
+        strict: { type: ['boolean', 'null'] },
+      },
+    },
+  },
+} as const;
+
 const message = {
   type: 'object',
   required: ['role'],
@@ -82,23 +101,8 @@ export const createChatCompletionBody = {
     tools: {
       type: ['array', 'null'],
       minItems: 1,
-      items: {
-        type: 'object',
-        required: ['type', 'function'],
-        properties: {
-          type: { type: 'string', enum: ['function'] },
-          function: {
-            type: 'object',
-            required: ['name'],
-            properties: {
-              name: { type: 'string' },
-              description: { type: 'string' },
-              parameters: { type: 'object' },
-              strict: { type: ['boolean', 'null'] },
-            },
-          },
-        },
-      },
+      // A tool of another type (custom, ...) is named by its type, not by the `function` it lacks, as the Responses schema does.
+      items: { if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } }, then: functionTool, else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } } },
     },
     // Told apart by being an object, so that an error names the field at fault (a Responses-style
     // {type, name} lacks `function`), as the Responses schema does.

@@ -138,6 +138,8 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ response_format: { type: 'json_schema' } }, 400, 'invalid_request', 'response_format.json_schema'],
       [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } } }, 400, 'unsupported_schema', 'response_format.json_schema.schema'],
       [{ tools: [{ type: 'function', function: { name: 'bad name' } }] }, 400, 'invalid_request', 'tools[0].function.name'],
+      [{ tools: [{ type: 'custom', custom: { name: 'f' } }] }, 400, 'invalid_request', 'tools[0].type'],
+      [{ tools: [{ type: 'function' }] }, 400, 'invalid_request', 'tools[0].function'],
       [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { e: { type: 'string', format: 'ipv6' } } } } }] }, 400, 'unsupported_schema', 'tools[0].function.parameters'],
       [{ tool_choice: 'required' }, 400, 'invalid_request', 'tool_choice'],
       [{ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, 400, 'invalid_request', 'tool_choice.function.name'],
