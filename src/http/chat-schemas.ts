@@ -97,10 +97,12 @@ export const createChatCompletionBody = {
         },
       },
     },
-    // As OpenAI answers Chat Completions (its Responses API accepts `tools: []`): no tools is said by leaving the field out.
+    // As OpenAI answers Chat Completions (its Responses API accepts `tools: []`): no tools is said
+    // by leaving the field out; at most 128, as OpenAI and the Responses schema allow.
     tools: {
       type: ['array', 'null'],
       minItems: 1,
+      maxItems: 128,
       // A tool of another type (custom, ...) is named by its type, not by the `function` it lacks, as the Responses schema does.
       items: { if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } }, then: functionTool, else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } } },
     },

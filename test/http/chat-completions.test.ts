@@ -140,6 +140,7 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ tools: [{ type: 'function', function: { name: 'bad name' } }] }, 400, 'invalid_request', 'tools[0].function.name'],
       [{ tools: [{ type: 'custom', custom: { name: 'f' } }] }, 400, 'invalid_request', 'tools[0].type'],
       [{ tools: [{ type: 'function' }] }, 400, 'invalid_request', 'tools[0].function'],
+      [{ tools: Array.from({ length: 129 }, (_, i) => ({ type: 'function', function: { name: `f${i}` } })) }, 400, 'invalid_request', 'tools'],
       [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { e: { type: 'string', format: 'ipv6' } } } } }] }, 400, 'unsupported_schema', 'tools[0].function.parameters'],
       [{ tool_choice: 'required' }, 400, 'invalid_request', 'tool_choice'],
       [{ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, 400, 'invalid_request', 'tool_choice.function.name'],
