@@ -27,6 +27,25 @@ const toolCall = {
   },
 } as const;
 
+/** LMSP 6.2 `tools` of Chat Completions: functions only. */
+const functionTool = {
+  type: 'object',
+  required: ['type', 'function'],
+  properties: {
+    type: { type: 'string', enum: ['function'] },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: { type: 'string' },
+        description: { type: 'string' },
+        parameters: { type: 'object' },
+        strict: { type: ['boolean', 'null'] },
+      },
+    },
+  },
+} as const;
+
 const message = {
   type: 'object',
   required: ['role'],
@@ -78,25 +97,14 @@ export const createChatCompletionBody = {
         },
       },
     },
+    // As OpenAI answers Chat Completions (its Responses API accepts `tools: []`): no tools is said
+    // by leaving the field out; at most 128, as OpenAI and the Responses schema allow.
     tools: {
       type: ['array', 'null'],
-      items: {
-        type: 'object',
-        required: ['type', 'function'],
-        properties: {
-          type: { type: 'string', enum: ['function'] },
-          function: {
-            type: 'object',
-            required: ['name'],
-            properties: {
-              name: { type: 'string' },
-              description: { type: 'string' },
-              parameters: { type: 'object' },
-              strict: { type: ['boolean', 'null'] },
-            },
-          },
-        },
-      },
+      minItems: 1,
+      maxItems: 128,
+      // A tool of another type (custom, ...) is named by its type, not by the `function` it lacks, as the Responses schema does.
+      items: { if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } }, then: functionTool, else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } } },
     },
     // Told apart by being an object, so that an error names the field at fault (a Responses-style
     // {type, name} lacks `function`), as the Responses schema does.

@@ -122,11 +122,15 @@ function toolsOf(body: CreateChatCompletionBody): ChatTool[] {
 }
 
 function toolChoiceOf(body: CreateChatCompletionBody, tools: readonly ChatTool[]): ChatToolChoice | null {
+  // As OpenAI answers Chat Completions (its Responses API accepts them): options of tools need tools.
+  for (const field of ['tool_choice', 'parallel_tool_calls'] as const) {
+    if (tools.length === 0 && body[field] !== undefined && body[field] !== null) {
+      throw invalidRequest(field, `Invalid value for '${field}': '${field}' is only allowed when 'tools' are specified.`);
+    }
+  }
   const choice = body.tool_choice;
   if (choice === undefined || choice === null) return null;
-  if (choice === 'none' || choice === 'auto') return choice;
-  if (tools.length === 0) throw invalidRequest('tool_choice', `tool_choice '${typeof choice === 'string' ? choice : 'function'}' needs tools.`);
-  if (choice === 'required') return choice;
+  if (choice === 'none' || choice === 'auto' || choice === 'required') return choice;
   if (!tools.some((tool) => tool.name === choice.function.name)) {
     throw invalidRequest('tool_choice.function.name', `No tool named '${choice.function.name}' is in tools.`);
   }

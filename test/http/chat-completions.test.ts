@@ -138,6 +138,9 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ response_format: { type: 'json_schema' } }, 400, 'invalid_request', 'response_format.json_schema'],
       [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } } }, 400, 'unsupported_schema', 'response_format.json_schema.schema'],
       [{ tools: [{ type: 'function', function: { name: 'bad name' } }] }, 400, 'invalid_request', 'tools[0].function.name'],
+      [{ tools: [{ type: 'custom', custom: { name: 'f' } }] }, 400, 'invalid_request', 'tools[0].type'],
+      [{ tools: [{ type: 'function' }] }, 400, 'invalid_request', 'tools[0].function'],
+      [{ tools: Array.from({ length: 129 }, (_, i) => ({ type: 'function', function: { name: `f${i}` } })) }, 400, 'invalid_request', 'tools'],
       [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { e: { type: 'string', format: 'ipv6' } } } } }] }, 400, 'unsupported_schema', 'tools[0].function.parameters'],
       [{ tool_choice: 'required' }, 400, 'invalid_request', 'tool_choice'],
       [{ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, 400, 'invalid_request', 'tool_choice.function.name'],
@@ -154,6 +157,32 @@ describe('Chat Completions (LMSP 13)', () => {
     const { data } = await json<{ data: TaskObject[] }>(await api(service, '/v1/tasks'));
     assert.deepEqual(data, [], 'a refused request leaves no task');
   }));
+
+  test('an empty tools array is 400 naming tools, as OpenAI answers Chat Completions; the Responses API accepts it, as OpenAI does', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      await expectError(await chat(service, { tools: [] }), 400, 'invalid_request', 'tools');
+      const answered = await chat(service, { tools: null, max_completion_tokens: 2 });
+      assert.equal(answered.status, 200, await answered.text());
+      const responses = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'Hello', tools: [], max_output_tokens: 2 } });
+      assert.equal(responses.status, 200, await responses.text());
+    }));
+
+  test('tool_choice and parallel_tool_calls without tools are 400 naming them, as OpenAI answers Chat Completions; the Responses API accepts auto and none', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      for (const tool_choice of ['auto', 'none', 'required', { type: 'function', function: { name: 'f' } }]) {
+        await expectError(await chat(service, { tool_choice }), 400, 'invalid_request', 'tool_choice');
+      }
+      await expectError(await chat(service, { parallel_tool_calls: false }), 400, 'invalid_request', 'parallel_tool_calls');
+      const unset = await chat(service, { tool_choice: null, parallel_tool_calls: null, max_completion_tokens: 2 });
+      assert.equal(unset.status, 200, await unset.text());
+      const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+      const withTools = await chat(service, { tools, tool_choice: 'none', parallel_tool_calls: false, max_completion_tokens: 2 });
+      assert.equal(withTools.status, 200, await withTools.text());
+      for (const tool_choice of ['auto', 'none']) {
+        const responses = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'Hello', tool_choice, max_output_tokens: 2 } });
+        assert.equal(responses.status, 200, await responses.text());
+      }
+    }));
 
   test('stream: a role chunk, content chunks, the finish_reason chunk, the usage chunk, then [DONE]; the log holds the same chunks', { timeout: 60_000 }, () => withService({}, async (service) => {
     const response = await chat(service, { max_completion_tokens: 15, seed: 2, stream: true, stream_options: { include_usage: true }, store: true, metadata: { run: 'a' } });
