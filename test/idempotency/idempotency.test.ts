@@ -88,9 +88,13 @@ describe('Idempotency-Key (LMSP section 8)', () => {
 
   test('a replayed streaming create replays the task events from the start', { timeout: 60_000 }, () => withService({}, async (service) => {
     const body = { model: 'lmsp-tiny', input: 'stream me', stream: true, max_output_tokens: 10 };
-    const first = await collectSse(await create(service, 'stream-key', body));
+    const original = await create(service, 'stream-key', body);
+    const location = original.headers.get('location');
+    assert.match(location ?? '', /^\/v1\/responses\/resp_/);
+    const first = await collectSse(original);
     const replayed = await create(service, 'stream-key', body);
     assert.equal(replayed.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replayed.headers.get('location'), location, 'the replay has the Location of the first answer');
     const second = await collectSse(replayed);
     assert.deepEqual(second.map((frame) => frame.data), first.map((frame) => frame.data));
     assert.equal(await taskCount(service), 1);
