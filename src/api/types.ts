@@ -46,6 +46,18 @@ export interface ResponseTaskSummary {
   last_sequence_number: number;
 }
 
+/**
+ * As OpenAI's, whose clients (its Python SDK's types, the Agents SDK) read the details without
+ * checking for them; lmsp counts no cached or reasoning tokens, so both are 0.
+ */
+export interface ResponseUsage {
+  input_tokens: number;
+  input_tokens_details: { cached_tokens: number };
+  output_tokens: number;
+  output_tokens_details: { reasoning_tokens: number };
+  total_tokens: number;
+}
+
 export interface ResponseObject {
   id: string;
   object: 'response';
@@ -66,7 +78,7 @@ export interface ResponseObject {
    * function call items (FunctionCallItem) follow it or stand alone: check `type` first.
    */
   output: OutputMessage[];
-  usage: { input_tokens: number; output_tokens: number; total_tokens: number } | null;
+  usage: ResponseUsage | null;
   error: { code: string; message: string } | null;
   incomplete_details: { reason: 'max_output_tokens' } | null;
   task: ResponseTaskSummary;

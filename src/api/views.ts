@@ -66,7 +66,13 @@ export function toResponseObject(response: ResponseHeader, task: Task, text: str
       : task.startedAt === null || (task.status === 'queued' && toolItems.length === 0) ? [] : toolItems as OutputMessage[],
     usage: task.inputTokens === null
       ? null
-      : { input_tokens: task.inputTokens, output_tokens: task.outputTokens, total_tokens: task.inputTokens + task.outputTokens },
+      : {
+        input_tokens: task.inputTokens,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: task.outputTokens,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: task.inputTokens + task.outputTokens,
+      },
     error: task.error ? { code: task.error.code, message: task.error.message } : null,
     incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
     task: {

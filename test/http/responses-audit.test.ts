@@ -61,4 +61,17 @@ describe('responses, from a client author\'s side', () => {
     const answered = await create({ input: [{ role: 'user', content: 'Add 1 and 2.' }, call, output], tools: [ADD], tool_choice: 'none' });
     assert.equal(answered.status, 200, JSON.stringify(answered.body));
   });
+
+  test('usage has the token details of OpenAI\'s, which its clients read without checking for them', async () => {
+    const answer = await create({ max_output_tokens: 3 });
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    const usage = answer.body.usage!;
+    assert.deepEqual(usage, {
+      input_tokens: usage.input_tokens, input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 3, output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: usage.input_tokens + 3,
+    });
+    const events = (await (await api(service, `/v1/tasks/${answer.body.task.id}/events`)).json()) as { data: Array<{ type: string; response?: ResponseObject }> };
+    assert.deepEqual(events.data.at(-1)!.response!.usage, usage, 'the terminal event carries the same usage');
+  });
 });

@@ -88,13 +88,31 @@ describe('Idempotency-Key (LMSP section 8)', () => {
 
   test('a replayed streaming create replays the task events from the start', { timeout: 60_000 }, () => withService({}, async (service) => {
     const body = { model: 'lmsp-tiny', input: 'stream me', stream: true, max_output_tokens: 10 };
-    const first = await collectSse(await create(service, 'stream-key', body));
+    const original = await create(service, 'stream-key', body);
+    const location = original.headers.get('location');
+    assert.match(location ?? '', /^\/v1\/responses\/resp_/);
+    const first = await collectSse(original);
     const replayed = await create(service, 'stream-key', body);
     assert.equal(replayed.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replayed.headers.get('location'), location, 'the replay has the Location of the first answer');
     const second = await collectSse(replayed);
     assert.deepEqual(second.map((frame) => frame.data), first.map((frame) => frame.data));
     assert.equal(await taskCount(service), 1);
   }));
+
+  test('a streaming create is settled before its stream ends: a retry right after is a replay, a store: false response is gone', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      for (let round = 0; round < 12; round++) {
+        const body = { model: 'lmsp-tiny', input: 'then at once', stream: true, max_output_tokens: 2, store: round % 2 === 0 };
+        const first = await collectSse(await create(service, `at-once-${round}`, body));
+        const responseId = (JSON.parse(first[0]!.data) as { response: ResponseObject }).response.id;
+        const retried = await create(service, `at-once-${round}`, body);
+        assert.equal(retried.status, 200, `round ${round}: ${retried.status === 200 ? '' : await retried.text()}`);
+        assert.equal(retried.headers.get('idempotent-replayed'), 'true');
+        assert.deepEqual((await collectSse(retried)).map((frame) => frame.data), first.map((frame) => frame.data));
+        if (!body.store) assert.equal((await api(service, `/v1/responses/${responseId}`)).status, 404, `round ${round}: store: false is deleted once it ends`);
+      }
+    }));
 
   test('cancel with a key: the replay answers as the first time, with no new effect', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {

@@ -9,7 +9,7 @@ import { toResponseObject } from '../../api/views.js';
 import type { Client } from '../../domain/clients.js';
 import { invalidRequest, ServiceError } from '../../domain/errors.js';
 import type { StoredResponse } from '../../domain/responses.js';
-import type { Task } from '../../domain/tasks.js';
+import { responseIdOf, type Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { answerOfSurvivingTask } from '../../tasks/orphaned-requests.js';
@@ -39,11 +39,14 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   const replayCreate = async (reply: FastifyReply, client: Client, answer: StoredAnswer, place: (() => void) | undefined): Promise<FastifyReply | void> => {
     if (answer.streamTaskId) {
       // Deleted since (DELETE, or retention shorter than --idempotency-ttl): no events to send again.
-      if (!core.store.tasks.get(answer.streamTaskId)) {
+      const task = core.store.tasks.get(answer.streamTaskId);
+      if (!task) {
         place?.();
         throw new ServiceError('not_found', 'The response this request created has been deleted since; its events cannot be sent again.');
       }
-      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers: { 'idempotent-replayed': 'true' }, ...(place ? { place } : {}) });
+      // The head of the first answer again: its Location as well as its events.
+      const headers = { 'idempotent-replayed': 'true', location: responseLocation(responseIdOf(task)) };
+      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers, ...(place ? { place } : {}) });
       return;
     }
     place?.();
@@ -77,16 +80,25 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     return waitAndAnswer(reply, client, task, response.store, key);
   });
 
-  /** `stream: true`: the log from `response.created` on; without `background`, leaving cancels. */
+  /**
+   * `stream: true`: the log from `response.created` on; without `background`, leaving cancels.
+   * The request is settled (its key answered, a `store: false` response deleted) before the
+   * stream closes, so a retry that follows the end of the stream is a replay, not 409
+   * `idempotency_key_in_flight`, and the response is gone once its client has seen it end.
+   */
   async function streamCreated(reply: FastifyReply, client: Client, task: Task, response: StoredResponse,
     key: IdempotencyKey | null, place: () => void): Promise<void> {
-    const { clientGone } = await streamTaskEvents(context, reply, client, task.id, 0, {
-      headers: { location: responseLocation(response.id) }, place,
+    await streamTaskEvents(context, reply, client, task.id, 0, {
+      headers: { location: responseLocation(response.id) },
+      place,
+      ...(response.background ? {} : {
+        beforeClose: async (clientGone: boolean) => {
+          await settleResponseRequest(core, task, key, {
+            clientGone: () => clientGone, storeResponse: response.store, answerOf: (finished) => streamedCreateAnswer(core, finished, response.store),
+          }).catch(() => undefined);
+        },
+      }),
     });
-    if (response.background) return;
-    await settleResponseRequest(core, task, key, {
-      clientGone: () => clientGone, storeResponse: response.store, answerOf: (finished) => streamedCreateAnswer(core, finished, response.store),
-    }).catch(() => undefined);
   }
 
   /** Neither stream nor background: wait, then 200 with the finished response, whatever its status. */
