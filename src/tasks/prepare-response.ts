@@ -70,7 +70,8 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   checkCallsAnswered(callsToAnswer, inputItems);
 
   const contextLength = model.contextLength ?? Number.MAX_SAFE_INTEGER;
-  const maxOutputTokens = body.max_output_tokens ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);
+  const asked = body.max_output_tokens ?? null;
+  let maxOutputTokens = asked ?? Math.min(DEFAULT_MAX_OUTPUT_TOKENS, contextLength);
   if (maxOutputTokens > contextLength) {
     throw invalidRequest('max_output_tokens', `max_output_tokens must be at most the model's context length (${contextLength})`);
   }
@@ -87,10 +88,15 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    if (inputTokens !== null && inputTokens + maxOutputTokens > contextLength) {
-      throw new ServiceError('context_length_exceeded',
-        `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed the context length of '${model.id}' (${contextLength} tokens).`,
-        { param: 'input' });
+    if (inputTokens !== null && inputTokens + maxOutputTokens > contextLength && asked === null && inputTokens < contextLength) {
+      // No max_output_tokens given: as on Chat Completions, only the input must fit, and the
+      // default shrinks to the room it leaves.
+      maxOutputTokens = contextLength - inputTokens;
+    } else if (inputTokens !== null && inputTokens + maxOutputTokens > contextLength) {
+      // The message names only what the client sent: without a limit, the input alone is at fault.
+      const what = asked === null ? `The input (${inputTokens} tokens) leaves no room for output in`
+        : `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed`;
+      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'input' });
     }
   }
 

@@ -258,6 +258,25 @@ describe('Responses API (LMSP section 6)', () => {
     assert.equal(fits.status, 202);
   }));
 
+  test('without max_output_tokens only the input must fit: the default shrinks to the room it leaves', { timeout: 120_000 }, () => withService({}, async (service) => {
+    const { context_length: contextLength } = await json<{ context_length: number }>(await api(service, '/v1/models/lmsp-tiny'));
+    // Byte-level vocabulary: about a token a byte, so this input leaves less than the default 1024.
+    const input = 'ab '.repeat(Math.floor((contextLength - 900) / 3));
+    const asked = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, max_output_tokens: 1024 } });
+    assert.equal(asked.status, 400);
+    assert.match((await json<{ error: { code: string; message: string } }>(asked)).error.message, /and max_output_tokens \(1024\) exceed/);
+    const created = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, background: true, seed: 1 } });
+    const response = await json<{ max_output_tokens: number }>(created);
+    assert.equal(created.status, 202, JSON.stringify(response));
+    assert.ok(response.max_output_tokens < 1024 && response.max_output_tokens > 0, `max_output_tokens ${response.max_output_tokens}`);
+    const tooLong = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'ab '.repeat(Math.ceil(contextLength / 3)) } });
+    assert.equal(tooLong.status, 400);
+    const refused = (await json<{ error: { code: string; param: string; message: string } }>(tooLong)).error;
+    assert.deepEqual([refused.code, refused.param], ['context_length_exceeded', 'input']);
+    // No limit was sent, so the message does not blame one.
+    assert.match(refused.message, /^The input \(\d+ tokens\) leaves no room for output in the context length of 'lmsp-tiny' \(\d+ tokens\)\.$/);
+  }));
+
   test('unknown model is 404 model_not_found naming the field', () => withService({}, async (service) => {
     const response = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x' } });
     assert.equal(response.status, 404);
