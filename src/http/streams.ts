@@ -36,7 +36,7 @@ export async function streamTaskEvents(context: AppContext, reply: FastifyReply,
   }
 }
 
-const DECIMAL = /^\d{1,15}$/;
+const DECIMAL = /^\d+$/;
 
 /**
  * The request's `Last-Event-ID`, null when it has none. One that is not a decimal integer is a
@@ -47,7 +47,8 @@ export function lastEventIdOf(request: FastifyRequest): number | null {
   if (header === undefined) return null;
   const value = Array.isArray(header) ? header.join(',') : header;
   if (!DECIMAL.test(value)) throw invalidRequest('Last-Event-ID', 'Last-Event-ID must be a decimal integer (the sequence number of the last event seen).');
-  return Number(value);
+  // A number beyond any sequence number (over 2^53) still means "after everything so far".
+  return Math.min(Number(value), Number.MAX_SAFE_INTEGER);
 }
 
 /**
