@@ -13,7 +13,12 @@ import { EventStream } from './sse.js';
  * passes it in; revoking the client ends the stream (LMSP 4).
  */
 export async function streamTaskEvents(context: AppContext, reply: FastifyReply, client: Client, taskId: string,
-  afterSequence: number, options: { headers?: Record<string, string>; place?: () => void } = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
+  afterSequence: number, options: {
+    headers?: Record<string, string>;
+    place?: () => void;
+    /** Runs once the log is followed to its end, before the stream is closed. */
+    beforeClose?: (clientGone: boolean) => Promise<void>;
+  } = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
   const { store, bus } = context.core;
   const release = options.place ?? context.connections.openStream(client.id);
   let stream: EventStream | null = null;
@@ -22,6 +27,7 @@ export async function streamTaskEvents(context: AppContext, reply: FastifyReply,
     stream = new EventStream(reply, context.heartbeatMs, options.headers ?? {});
     const opened = stream;
     const end = await followTask(store, bus, taskId, afterSequence, opened.signal, (events) => opened.send(events));
+    await options.beforeClose?.(opened.clientGone);
     return { end, clientGone: opened.clientGone };
   } finally {
     stream?.end();

@@ -96,6 +96,21 @@ describe('Idempotency-Key (LMSP section 8)', () => {
     assert.equal(await taskCount(service), 1);
   }));
 
+  test('a streaming create answers its key before its stream closes: a retry right after the end is a replay, never 409', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      for (let round = 0; round < 8; round++) {
+        for (const store of [true, false]) {
+          const key = `right-after-${round}-${store}`;
+          const body = { model: 'lmsp-tiny', input: 'stream, then retry at once', stream: true, store, max_output_tokens: 2 };
+          await collectSse(await create(service, key, body));
+          const retry = await create(service, key, body);
+          assert.equal(retry.status, 200, `${key}: ${retry.status === 200 ? '' : await retry.clone().text()}`);
+          assert.equal(retry.headers.get('idempotent-replayed'), 'true', key);
+          await retry.body?.cancel();
+        }
+      }
+    }));
+
   test('cancel with a key: the replay answers as the first time, with no new effect', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {
       const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 3000 });

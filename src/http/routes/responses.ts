@@ -77,16 +77,24 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     return waitAndAnswer(reply, client, task, response.store, key);
   });
 
-  /** `stream: true`: the log from `response.created` on; without `background`, leaving cancels. */
+  /**
+   * `stream: true`: the log from `response.created` on; without `background`, leaving cancels.
+   * The request is settled (its key answered) before the stream closes, so a retry that follows
+   * the end of the stream is a replay, not 409 `idempotency_key_in_flight` (LMSP 8).
+   */
   async function streamCreated(reply: FastifyReply, client: Client, task: Task, response: StoredResponse,
     key: IdempotencyKey | null, place: () => void): Promise<void> {
-    const { clientGone } = await streamTaskEvents(context, reply, client, task.id, 0, {
-      headers: { location: responseLocation(response.id) }, place,
+    await streamTaskEvents(context, reply, client, task.id, 0, {
+      headers: { location: responseLocation(response.id) },
+      place,
+      ...(response.background ? {} : {
+        beforeClose: async (clientGone: boolean) => {
+          await settleResponseRequest(core, task, key, {
+            clientGone: () => clientGone, storeResponse: response.store, answerOf: (finished) => streamedCreateAnswer(core, finished, response.store),
+          }).catch(() => undefined);
+        },
+      }),
     });
-    if (response.background) return;
-    await settleResponseRequest(core, task, key, {
-      clientGone: () => clientGone, storeResponse: response.store, answerOf: (finished) => streamedCreateAnswer(core, finished, response.store),
-    }).catch(() => undefined);
   }
 
   /** Neither stream nor background: wait, then 200 with the finished response, whatever its status. */
