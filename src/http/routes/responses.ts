@@ -39,11 +39,16 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   const replayCreate = async (reply: FastifyReply, client: Client, answer: StoredAnswer, place: (() => void) | undefined): Promise<FastifyReply | void> => {
     if (answer.streamTaskId) {
       // Deleted since (DELETE, or retention shorter than --idempotency-ttl): no events to send again.
-      if (!core.store.tasks.get(answer.streamTaskId)) {
+      const streamed = core.store.tasks.get(answer.streamTaskId);
+      if (!streamed) {
         place?.();
         throw new ServiceError('not_found', 'The response this request created has been deleted since; its events cannot be sent again.');
       }
-      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers: { 'idempotent-replayed': 'true' }, ...(place ? { place } : {}) });
+      // LMSP 8: the same answer again, its Location header included.
+      const location: Record<string, string> = streamed.responseId === null ? {} : { location: responseLocation(streamed.responseId) };
+      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, {
+        headers: { ...answer.headers, ...location, 'idempotent-replayed': 'true' }, ...(place ? { place } : {}),
+      });
       return;
     }
     place?.();
