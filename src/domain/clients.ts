@@ -7,6 +7,9 @@ export type Scope = (typeof SCOPES)[number];
 /** What a new pairing grants when the operator names no scopes. */
 export const DEFAULT_SCOPES: readonly Scope[] = ['responses', 'models:read'];
 
+/** The longest name a client may have (and so a pairing code, whose name is meant as the client's). */
+export const MAX_CLIENT_NAME_LENGTH = 200;
+
 /** The longest a pairing code may stay valid, however it is made (API, CLI, dashboard): a week. */
 export const MAX_PAIRING_TTL_SECONDS = 7 * 24 * 3600;
 

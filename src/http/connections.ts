@@ -18,6 +18,11 @@ export class ConnectionRegistry {
   private readonly streams = new Map<string, number>();
   private totalStreams = 0;
   private readonly bound = new Map<string, Set<() => void>>();
+  /**
+   * Clients revoked while this process runs. A request that passed the token check just before
+   * the revoke committed may bind after it ended the client's requests: it ends at once too.
+   */
+  private readonly ended = new Set<string>();
 
   constructor(private readonly limits: StreamLimits) {}
 
@@ -51,6 +56,16 @@ export class ConnectionRegistry {
 
   /** Ties a request to its client: `close` runs if the client is revoked meanwhile. Returns the untie. */
   bind(clientId: string, close: () => void): () => void {
+    if (this.ended.has(clientId)) {
+      // Once the caller has set the request up, as when the revoke comes a moment later.
+      let untied = false;
+      queueMicrotask(() => {
+        if (!untied) close();
+      });
+      return () => {
+        untied = true;
+      };
+    }
     let closers = this.bound.get(clientId);
     if (!closers) {
       closers = new Set();
@@ -65,6 +80,7 @@ export class ConnectionRegistry {
 
   /** The client was revoked: everything it holds open ends now. */
   endClient(clientId: string): void {
+    this.ended.add(clientId);
     const closers = this.bound.get(clientId);
     this.bound.delete(clientId);
     for (const close of closers ?? []) close();

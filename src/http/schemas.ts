@@ -4,7 +4,7 @@
  * Unknown fields are ignored, as LMSP section 2 asks.
  */
 import { RESTART_POLICIES, TASK_STATUSES } from '../domain/tasks.js';
-import { MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
+import { MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
@@ -220,7 +220,7 @@ export const registerModelBody = {
 export const pairingCodeBody = {
   type: 'object',
   properties: {
-    name: { type: ['string', 'null'], maxLength: 200 },
+    name: { type: ['string', 'null'], maxLength: MAX_CLIENT_NAME_LENGTH },
     scopes: { type: 'array', items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
     ttl_seconds: { type: 'integer', minimum: 1, maximum: MAX_PAIRING_TTL_SECONDS },
   },
@@ -231,7 +231,7 @@ export const pairBody = {
   required: ['code', 'client_name'],
   properties: {
     code: { type: 'string', minLength: 1, maxLength: 64 },
-    client_name: { type: 'string', minLength: 1, maxLength: 200 },
+    client_name: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_NAME_LENGTH },
   },
 } as const;
 

@@ -128,7 +128,8 @@ export function streamedCreateAnswer(core: Pick<TaskCore, 'store'>, finished: Ta
     if (events.length < STREAM_PAGE) break;
     after = events.at(-1)!.sequenceNumber;
   }
-  return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform' }, body: frames };
+  const location: Record<string, string> = finished.responseId === null ? {} : { location: responseLocation(finished.responseId) };
+  return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', ...location }, body: frames };
 }
 
 /** LMSP 6: DELETE, only once finished; the response, its task and its events go together. */

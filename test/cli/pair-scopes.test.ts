@@ -45,6 +45,18 @@ describe('lmsp pair --scopes (LMSP sections 4 and 12)', () => {
       assert.ok(expiresAt - Date.now() / 1000 <= 3, 'expires within seconds');
     }));
 
+  test('--name is refused when /v1/pair would refuse it as client_name: empty or over 200 characters', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      for (const name of ['', 'n'.repeat(201)]) {
+        const refused = await runCli(['pair', '--name', name, '--data-dir', dataDir]);
+        assert.equal(refused.code, 2, `${name.length} characters: ${refused.stdout}`);
+        assert.match(refused.stderr, /--name: a client's name is 1 to 200 characters/);
+      }
+      const longest = await runCli(['pair', '--name', 'n'.repeat(200), '--data-dir', dataDir]);
+      assert.equal(longest.code, 0, longest.stderr);
+      assert.equal(printedPairCommand(longest.stdout).body.client_name, 'n'.repeat(200));
+    }));
+
   test('the printed curl command pairs a client named by --name, at the address the service has', { timeout: 60_000 }, async () => {
     await withDataDir(async (dataDir) => {
       assert.equal((await runCli(['config', 'set', 'port', '6123', '--data-dir', dataDir])).code, 0);

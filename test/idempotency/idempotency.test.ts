@@ -114,6 +114,21 @@ describe('Idempotency-Key (LMSP section 8)', () => {
       }
     }));
 
+  test('a replayed streaming create carries the Location of the first answer', { timeout: 60_000 }, () => withService({}, async (service) => {
+    for (const mode of [{}, { store: false }, { background: true }]) {
+      const key = `located-${JSON.stringify(mode)}`;
+      const body = { model: 'lmsp-tiny', input: 'where is it', stream: true, max_output_tokens: 2, ...mode };
+      const first = await create(service, key, body);
+      const location = first.headers.get('location');
+      assert.match(location ?? '', /^\/v1\/responses\/resp_/);
+      await collectSse(first);
+      const replay = await create(service, key, body);
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      assert.equal(replay.headers.get('location'), location, JSON.stringify(mode));
+      await collectSse(replay);
+    }
+  }));
+
   test('cancel with a key: the replay answers as the first time, with no new effect', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {
       const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 3000 });

@@ -1,7 +1,7 @@
 /** `lmsp pair`: make a pairing code, with the service running or not (LMSP section 4). */
 import type { Command } from 'commander';
 import type { PairingCodeObject } from '../../api/types.js';
-import { DEFAULT_SCOPES, isScope, MAX_PAIRING_TTL_SECONDS, SCOPES, type Scope } from '../../domain/clients.js';
+import { DEFAULT_SCOPES, isScope, MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES, type Scope } from '../../domain/clients.js';
 import { issuePairingCode } from '../../tasks/pairing.js';
 import { parseDuration } from '../../time.js';
 import type { ServiceConfig } from '../../config.js';
@@ -42,6 +42,11 @@ export function registerPair(program: Command): void {
       if (ttlMs < 1000) throw new CliError(`--ttl: a pairing code lives at least 1s, got '${options.ttl}'`, EXIT_USAGE);
       // The same bound as the API's, with the service running or not.
       if (ttlMs > MAX_PAIRING_TTL_SECONDS * 1000) throw new CliError(`--ttl: a pairing code lives at most 7d, got '${options.ttl}'`, EXIT_USAGE);
+      // The name is the client_name of the printed command: one that /v1/pair refuses is refused
+      // here, with the service running or not.
+      if (options.name !== undefined && (options.name === '' || [...options.name].length > MAX_CLIENT_NAME_LENGTH)) {
+        throw new CliError(`--name: a client's name is 1 to ${MAX_CLIENT_NAME_LENGTH} characters`, EXIT_USAGE);
+      }
       const scopes = parseScopes(options.scopes);
       const request = { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs };
       const client = await serviceClient(options);
