@@ -1,7 +1,7 @@
 /** The use cases of pairing and clients (LMSP section 4). */
 import type { ClientObject, PairingCodeObject } from '../api/types.js';
 import { toClientObject } from '../api/views.js';
-import { createPairingCode, pairClient as claimCodeForClient } from '../auth/clients.js';
+import { createPairingCode, ensureOperatorToken, pairClient as claimCodeForClient } from '../auth/clients.js';
 import type { Scope } from '../domain/clients.js';
 import { ServiceError } from '../domain/errors.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
@@ -55,11 +55,17 @@ export function listClients(deps: StoreDeps): ClientObject[] {
   return deps.store.clients.list().map(toClientObject);
 }
 
-/** Revokes a client: its token stops working at once; its records stay. */
-export function revokeClient(deps: StoreDeps, id: string): Promise<ClientObject> {
-  return deps.store.db.write(() => {
+/**
+ * Revokes a client: its token stops working at once; its records stay. Revoking the local
+ * operator's client replaces its token file in `dataDir` at once, under a new operator client:
+ * the leaked or unwanted token is dead, and the CLI goes on working without a restart (LMSP 4).
+ */
+export async function revokeClient(deps: StoreDeps, id: string, dataDir: string): Promise<ClientObject> {
+  const revoked = await deps.store.db.write(() => {
     if (!deps.store.clients.get(id)) throw new ServiceError('not_found', `No client with id '${id}'.`, { param: 'id' });
     deps.store.clients.revoke(id, nowSeconds());
-    return toClientObject(deps.store.clients.get(id)!);
+    return deps.store.clients.get(id)!;
   });
+  if (revoked.kind === 'operator') ensureOperatorToken(deps.store, dataDir);
+  return toClientObject(revoked);
 }

@@ -147,6 +147,27 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     assert.ok(listed.find((c) => c.id === client.id)?.revoked_at);
   }));
 
+  test("revoking the operator's client kills its token and gives the CLI a new one at once", { timeout: 60_000 }, () => withService({}, async (service) => {
+    const admin = await pairClient(service, ['admin'], 'console');
+    const operator = (await service.client.listClients()).find((c) => c.name === 'operator' && c.revoked_at === null)!;
+    const revoke = await as(service, admin.token)(`/v1/clients/${operator.id}`, { method: 'DELETE' });
+    assert.equal(revoke.status, 200);
+    assert.equal(((await revoke.json()) as ClientObject).id, operator.id);
+    const old = await as(service, service.token)('/v1/clients/me');
+    assert.equal(old.status, 401, 'the old operator token is dead');
+    const fresh = readFileSync(join(service.dataDir, 'operator.token'), 'utf8').trim();
+    assert.notEqual(fresh, service.token);
+    assert.equal(statSync(join(service.dataDir, 'operator.token')).mode & 0o777, 0o600);
+    const me = (await (await as(service, fresh)('/v1/clients/me')).json()) as ClientObject;
+    assert.deepEqual([me.name, me.scopes, me.revoked_at], ['operator', ['admin'], null]);
+    assert.notEqual(me.id, operator.id, 'a new operator client, the revoked one stays revoked');
+    // The CLI reads the new token: no restart, no copying.
+    const listed = await runCli(['clients', 'ls', '--json', '--data-dir', service.dataDir]);
+    assert.equal(listed.code, 0, listed.stderr);
+    const clients = (JSON.parse(listed.stdout) as { data: ClientObject[] }).data;
+    assert.ok(clients.find((c) => c.id === operator.id)?.revoked_at);
+  }));
+
   test('no token, token body or pairing code is stored anywhere in the data directory or logged', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_LOG_LEVEL: 'debug' } }, async (service) => {
       const secrets: string[] = [];

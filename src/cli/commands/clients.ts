@@ -37,7 +37,7 @@ export function registerClients(program: Command): void {
       else {
         const offline = openOffline(options);
         try {
-          revoked = await revokeClient(offline, id);
+          revoked = await revokeClient(offline, id, offline.config.dataDir);
         } finally {
           await offline.close();
         }

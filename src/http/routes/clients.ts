@@ -19,7 +19,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
 
   app.delete('/v1/clients/:id', { config: { access: 'admin' }, schema: { params: idParams } }, async (request) => {
     const { id } = request.params as { id: string };
-    const revoked = await revokeClient(core, id);
+    const revoked = await revokeClient(core, id, context.config.dataDir);
     // LMSP 4: its streams end and its connection-bound tasks are cancelled, at once.
     context.connections.endClient(id);
     return revoked;
