@@ -23,6 +23,7 @@ export interface ModelPull {
   modelsDir: string;
   expectedDigest: string | null;
   resume: PullResumeState | null;
+  /** The whole file's, recorded before it is moved into place (so a restart can recognise it) and again with the model. */
   digest: string | null;
   sizeBytes: number | null;
 }

@@ -73,6 +73,12 @@ export interface DownloadOptions {
   progressIntervalMs?: number;
   /** Checks the whole file before it is moved into place; throwing fails with `invalid_model_file`. */
   validate?: (path: string) => Promise<void>;
+  /**
+   * Receives the whole file's digest and size just before it is moved into place, and the move
+   * waits for it: a caller that commits them can tell its own file from another after a crash
+   * between the move and its own record of the model.
+   */
+  beforePublish?: (file: { digest: string; sizeBytes: number }) => void | Promise<void>;
   signal?: AbortSignal;
   /** The connection is dropped (resumable) after this long without a byte; default the settings' (30 s). */
   idleTimeoutMs?: number;
@@ -260,6 +266,7 @@ class Download {
         throw new DownloadError('invalid_model_file', message, { cause: error });
       }
     }
+    await this.options.beforePublish?.({ digest, sizeBytes: state.size });
     if ((await publishPartial(this.partial, this.target)) === 'exists') {
       throw new DownloadError('target_exists', `a file named ${this.options.id}.gguf appeared in the models directory; it was not replaced`);
     }

@@ -4,7 +4,7 @@
  * service's data directory run pulls with the same `runPull`.
  */
 import { existsSync } from 'node:fs';
-import { rm, stat } from 'node:fs/promises';
+import { lstat, rm, stat } from 'node:fs/promises';
 import { toTaskObject } from '../api/views.js';
 import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
@@ -14,7 +14,7 @@ import { RESTART_POLICIES, type RestartPolicy, type Task } from '../domain/tasks
 import { DownloadAbortedError, DownloadError } from '../models/download-errors.js';
 import { downloadModel, modelPathOf, partialPathOf, type DownloadResult } from '../models/download.js';
 import { readGgufFacts } from '../models/gguf.js';
-import { removePartial } from '../models/partial-file.js';
+import { hashPrefix, removePartial } from '../models/partial-file.js';
 import { modelIdFromSource, parseExpectedDigest, parsePullSource, type PullSettings, type PullSource } from '../models/pull-source.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import { nowSeconds } from '../time.js';
@@ -139,6 +139,23 @@ function sourceOf(pull: ModelPull): PullSource {
 }
 
 /**
+ * The model file an earlier run of this pull moved into place before the process died, and before
+ * the model was recorded: the file with the digest and size that run recorded just before the
+ * move (`beforePublish`), read without following a link. Null when there is none.
+ */
+async function movedIntoPlaceBefore(pull: ModelPull, signal: AbortSignal): Promise<{ result: DownloadResult; facts: GgufFacts } | null> {
+  if (pull.digest === null || pull.sizeBytes === null) return null;
+  const path = modelPathOf(pull.modelsDir, pull.modelId);
+  const info = await lstat(path).catch(() => null);
+  if (!info?.isFile() || info.size !== pull.sizeBytes) return null;
+  const hashed = await hashPrefix(path, info.size, signal).catch(() => null);
+  if (!hashed || `sha256:${hashed.hash.digest('hex')}` !== pull.digest) return null;
+  const facts = await readGgufFacts(path).catch(() => null);
+  if (!facts) return null;
+  return { result: { path, sizeBytes: info.size, digest: pull.digest, resumedFromBytes: info.size, transferredBytes: 0 }, facts };
+}
+
+/**
  * Runs one pull task until it ends, or until the signal stops it: queued -> running, the download
  * (continuing from the bytes on disk when the task was resumed at startup), then the model and
  * `model.pull.completed` in one transaction. Answers the task as it was left.
@@ -150,9 +167,13 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
   const pull = store.pulls.get(taskId);
   if (!task || !pull) return task;
   const partial = partialPathOf(pull.modelsDir, pull.modelId);
+  // LMSP 7.5: a crash between the move of the whole file into place and the model's record left
+  // the file where a new download may not overwrite it.
+  const moved = task.status === 'queued' || task.status === 'running' ? await movedIntoPlaceBefore(pull, options.signal) : null;
   if (task.status === 'queued') {
     // A new attempt starts from nothing: whatever an earlier attempt (a retry) left goes.
     await removePartial(partial);
+    if (moved) await rm(moved.result.path, { force: true });
     const started = await store.db.write((context) => {
       store.pulls.setResumeState(taskId, null);
       return machine.startRunning(context, taskId);
@@ -161,6 +182,11 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
     task = started;
   } else if (task.status !== 'running') {
     return task;
+  } else if (moved) {
+    // Resumed: the download had ended; only the model's record is left to write.
+    log('info', 'resuming pull whose file is in place', { task: taskId });
+    await removePartial(partial); // a second link to the same file, if the crash came between link and unlink
+    return finishPull(deps, task, pull, moved.result, moved.facts);
   } else {
     log('info', 'resuming pull', { task: taskId, bytes_on_disk: (await stat(partial).catch(() => null))?.size ?? 0 });
   }
@@ -183,6 +209,7 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
         source: sourceOf(pull), settings: options.settings, modelsDir: pull.modelsDir, id: pull.modelId,
         expectedDigest: pull.expectedDigest, resume: store.pulls.get(taskId)?.resume ?? null, signal: options.signal,
         onResumeState: (state) => store.db.write(() => store.pulls.setResumeState(taskId, state)),
+        beforePublish: ({ digest, sizeBytes }) => store.db.write(() => store.pulls.setResult(taskId, digest, sizeBytes)),
         onProgress: ({ downloadedBytes, totalBytes, bytesPerSecond }) => report({ downloadedBytes, totalBytes, bytesPerSecond }),
         validate: async (path) => {
           validated.facts = await readGgufFacts(path);

@@ -7,9 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, renameSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
 import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
 import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
 import { makeDataDir } from '../helpers/data-dir.js';
@@ -117,6 +118,28 @@ describe('a pull killed with SIGKILL (LMSP 5.1, 7.5)', () => {
       assert.equal(((await (await api(service, '/v1/models/cli-killed')).json()) as ModelObject).digest, DIGEST);
     });
   });
+
+  for (const [policy, attempt] of [['resume', 1], ['retry', 2]] as const) {
+    test(`${policy}: a crash after the whole file was moved into place, before the model was recorded, still ends with the model`, () =>
+      withService({ env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
+        const name = `crash-moved-${policy}`;
+        const { task, partial } = await killDuringPull(service, name, policy);
+        // What the service leaves when it dies in that window: the digest and size recorded, then
+        // the whole file moved to its final name (crafted here, as the window is a few milliseconds).
+        const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'));
+        db.prepare('UPDATE model_pulls SET digest = ?, size_bytes = ? WHERE task_id = ?').run(DIGEST, MODEL.length, task.id);
+        db.close();
+        writeFileSync(join(service.dataDir, 'models', `${name}.gguf`), MODEL);
+        rmSync(partial);
+        const restarted = await service.restart();
+        const done = await finished(restarted, task.id);
+        assert.equal(done.status, 'completed', JSON.stringify(done.error));
+        assert.equal(done.attempt, attempt);
+        const model = (await (await api(restarted, `/v1/models/${name}`)).json()) as ModelObject;
+        assert.equal(model.digest, DIGEST);
+        assert.equal(model.status, 'ready');
+      }));
+  }
 
   test('retry: starts over from byte 0 as attempt 2', () => withService({ env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
     const { task, path } = await killDuringPull(service, 'crash-retry', 'retry');

@@ -48,6 +48,21 @@ async function abortHalfway(modelsDir: string, path: string): Promise<{ error: D
 }
 
 describe('model download (LMSP 5.1)', () => {
+  test('beforePublish gets the whole file\'s digest and size, and the move waits for it', () => withDataDir(async (modelsDir) => {
+    server.serve('/publish/tiny.gguf', MODEL);
+    const seen: Array<{ digest: string; sizeBytes: number }> = [];
+    const result = await downloadModel(options(modelsDir, '/publish/tiny.gguf', {
+      beforePublish: async (file) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.ok(!existsSync(modelPathOf(modelsDir, 'tiny')), 'not yet moved into place');
+        assert.ok(existsSync(partialPathOf(modelsDir, 'tiny')));
+        seen.push(file);
+      },
+    }));
+    assert.deepEqual(seen, [{ digest: sha256Digest(MODEL), sizeBytes: MODEL.length }]);
+    assert.ok(existsSync(result.path));
+  }));
+
   test('downloads into <id>.gguf.partial, then moves it into place with its size and sha256 digest', () => withDataDir(async (modelsDir) => {
     server.serve('/plain/tiny.gguf', MODEL);
     const states: ResumeState[] = [];
