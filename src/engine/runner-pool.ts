@@ -46,6 +46,16 @@ function taskErrorCode(code: RunnerErrorCode): TaskErrorCode {
   return code === 'invalid_request' ? 'engine_error' : code;
 }
 
+/** Waits for `work`, or rejects with `GenerationCancelled` as soon as `signal` aborts. */
+function abortable(work: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(new GenerationCancelled('cancelled while loading'));
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(new GenerationCancelled('cancelled while loading'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 function sameModel(a: ModelRef | null, b: ModelRef): boolean {
   return a !== null && a.digest === b.digest && a.path === b.path;
 }
@@ -57,6 +67,8 @@ export class RunnerPool implements Engine {
   private tokenizerRequests = 0;
   private readonly capacityListeners = new Set<() => void>();
   private readonly embedWaiters: Array<() => void> = [];
+  /** The load each runner is doing now, for the leases that find it under way. */
+  private readonly loads = new Map<RunnerProcess, { model: ModelRef; done: Promise<void> }>();
   private closed = false;
 
   constructor(private readonly options: RunnerPoolOptions) {}
@@ -165,12 +177,32 @@ export class RunnerPool implements Engine {
   }
 
   private async load(runner: RunnerProcess, model: ModelRef, signal: AbortSignal): Promise<void> {
-    try {
-      await this.loadInto(runner, model, signal);
-      this.options.onModelLoad?.(model.id, 'loaded');
-    } catch (error) {
-      this.options.onModelLoad?.(model.id, error instanceof GenerationCancelled ? 'cancelled' : 'failed');
-      throw error;
+    for (;;) {
+      // Leases of a runner taken together (its sequences) wait on the load one of them started:
+      // the model is loaded, and counted, once (LMSP 15: `lmsp_model_loads_total`).
+      const underway = this.loads.get(runner);
+      if (underway && sameModel(underway.model, model)) {
+        try {
+          await abortable(underway.done, signal);
+        } catch (error) {
+          // The lease that started it was cancelled: this one loads for itself, unless it is loaded by now.
+          if (signal.aborted || !(error instanceof GenerationCancelled)) throw error;
+        }
+        if (sameModel(runner.model, model) && runner.alive) return;
+        continue;
+      }
+      const done = this.loadInto(runner, model, signal);
+      this.loads.set(runner, { model, done });
+      try {
+        await done;
+        this.options.onModelLoad?.(model.id, 'loaded');
+        return;
+      } catch (error) {
+        this.options.onModelLoad?.(model.id, error instanceof GenerationCancelled ? 'cancelled' : 'failed');
+        throw error;
+      } finally {
+        if (this.loads.get(runner)?.done === done) this.loads.delete(runner);
+      }
     }
   }
 

@@ -23,7 +23,7 @@ import { registerPullRoutes } from './routes/pulls.js';
 import { registerClientRoutes } from './routes/clients.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
-import { metricsOf, registerMetrics } from './metrics.js';
+import { countRefusedRequest, metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
 import { lastEventIdOf } from './streams.js';
 
@@ -99,6 +99,7 @@ export function routeTable(app: FastifyInstance): RouteEntry[] {
 export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   const { config } = context;
   let guard: ((request: FastifyRequest) => string | null) | null = null;
+  const metrics = metricsOf(context);
   const app = Fastify({
     ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
@@ -116,6 +117,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     ajv: { customOptions: { coerceTypes: false } },
     // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
     frameworkErrors: (error, request, reply) => {
+      countRefusedRequest(metrics, request, reply);
       try {
         // LMSP 2: the Host and Origin checks come before anything else; an allowed page gets CORS.
         const origin = guard?.(request) ?? null;
@@ -208,7 +210,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request) => {
     lastEventIdOf(request);
   });
-  registerMetrics(app, metricsOf(context));
+  registerMetrics(app, metrics);
   await registerDashboard(app);
   registerServiceRoutes(app, context);
   registerResponseRoutes(app, context);

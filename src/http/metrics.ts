@@ -5,7 +5,7 @@
  * hook, the engine's load hook, the recovery report, and Fastify's onResponse hook. Gauges of
  * stored state are computed at scrape time.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ModelLoadResult } from '../engine/runner-pool.js';
 import type { Store } from '../store/index.js';
@@ -176,6 +176,17 @@ export function metricsOf(context: AppContext): ServiceMetrics {
   const metrics = context.metrics ?? new ServiceMetrics({ store: context.core.store, loadedModels: () => context.core.engine.loadedModelIds().size });
   metrics.countStreams(() => context.connections.openStreams);
   return metrics;
+}
+
+/**
+ * Counts an answer the router gives before any route matched (a malformed percent-encoding, an
+ * over-long id): Fastify runs no hooks for those, so `onResponse` never sees them.
+ */
+export function countRefusedRequest(metrics: ServiceMetrics, request: FastifyRequest, reply: FastifyReply): void {
+  const started = performance.now();
+  reply.raw.once('close', () => {
+    metrics.observeRequest(request.method, UNMATCHED_ROUTE, reply.raw.statusCode, (performance.now() - started) / 1000);
+  });
 }
 
 /** `GET /metrics` (scope `metrics`, or `admin`) and the hook that counts every answer. */

@@ -50,6 +50,21 @@ describe('slots as sequences of one context', { skip: process.platform !== 'linu
       assert.deepEqual(childPids(process.pid), [...runners]);
     }));
 
+  test('leases that start together wait on one load of their runner: the model is loaded, and counted, once', { timeout: 120_000 }, () => {
+    const loads: string[] = [];
+    return withEngine({ slots: 3, parallelMode: 'sequences', onModelLoad: (model, result) => loads.push(`${model} ${result}`) }, async ({ engine, tiny }) => {
+      const leases = [engine.acquire(tiny)!, engine.acquire(tiny)!, engine.acquire(tiny)!];
+      assert.ok(leases.every((lease) => lease.needsLoad), 'each lease was taken before the model was loaded');
+      const signal = new AbortController().signal;
+      await Promise.all(leases.map((lease) => lease.load(signal)));
+      assert.deepEqual(loads, ['lmsp-tiny loaded'], 'lmsp_model_loads_total counts loads, not the leases waiting on one');
+      for (const lease of leases) lease.release();
+      const again = engine.acquire(tiny)!;
+      assert.equal(again.needsLoad, false);
+      again.release();
+    });
+  });
+
   test('generations larger than the shared sequences so far run beside them, or grow them when idle', { timeout: 180_000 }, () =>
     withEngine({ slots: 2, parallelMode: 'sequences' }, async ({ engine, tiny }) => {
       // The first generation sizes the shared context for a few hundred tokens.

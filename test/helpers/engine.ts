@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { FinishReason, GeneratedToolCall } from '../../src/engine/types.js';
 import type { GenerateRequest, ModelRef, OutputUnit } from '../../src/engine/engine.js';
 import { writeGgufFile } from '../../src/engine/gguf-writer.js';
-import { RunnerPool } from '../../src/engine/runner-pool.js';
+import { RunnerPool, type RunnerPoolOptions } from '../../src/engine/runner-pool.js';
 import { buildSyntheticModel, LMSP_TINY, type SyntheticModelOptions } from '../../src/engine/synthetic-model.js';
 import { withDataDir } from './data-dir.js';
 
@@ -28,6 +28,7 @@ export interface EngineOptions {
   tokenDelayMs?: number;
   /** How slots run; by default LMSP_PARALLEL_MODE, as the service reads it, else processes. */
   parallelMode?: 'processes' | 'sequences';
+  onModelLoad?: RunnerPoolOptions['onModelLoad'];
 }
 
 function modelRef(path: string, id: string): ModelRef {
@@ -43,6 +44,7 @@ export function newEngine(dir: string, options: EngineOptions = {}): RunnerPool 
     keepAliveMs: options.keepAliveMs ?? 60_000,
     settings: { gpu: 'cpu', threads: 1, stateDir: join(dir, 'state'), tokenDelayMs: options.tokenDelayMs ?? 0 },
     debug: { loadDelayMs: 0, tokenDelayMs: 0, cancelDelayMs: 0, dbMaxPages: 0 },
+    ...(options.onModelLoad ? { onModelLoad: options.onModelLoad } : {}),
   });
 }
 

@@ -115,6 +115,19 @@ describe('GET /metrics (LMSP 15)', () => {
       assert.ok(routes.every((route) => !/task_|resp_|cli_|xxxx/.test(route)), `no ids in route labels: ${routes.join(' ')}`);
     }));
 
+  test('requests the router refuses before any route (a malformed URL, an over-long id) are counted as unmatched', () =>
+    withService({}, async (service) => {
+      const auth = { authorization: `Bearer ${service.token}` };
+      assert.equal((await fetch(`${service.url}/v1/tasks/%zz`, { headers: auth })).status, 400);
+      assert.equal((await fetch(`${service.url}/v1/%zz`, { method: 'POST', headers: auth })).status, 400);
+      assert.equal((await fetch(`${service.url}/v1/tasks/${'x'.repeat(300)}`, { headers: auth })).status, 404);
+      const metrics = await scrape(service.url, service.token);
+      assert.equal(metrics.value('lmsp_http_requests_total', { method: 'GET', route: 'unmatched', status: '400' }), 1);
+      assert.equal(metrics.value('lmsp_http_requests_total', { method: 'POST', route: 'unmatched', status: '400' }), 1);
+      assert.equal(metrics.value('lmsp_http_requests_total', { method: 'GET', route: 'unmatched', status: '404' }), 1);
+      assert.equal(metrics.count('lmsp_http_request_duration_seconds', { method: 'GET', route: 'unmatched' }), 2);
+    }));
+
   test('recovery at startup is counted by action; a resumed run counts only its new tokens and no first token', () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
       const resumed = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'a', max_output_tokens: 5000, background: true, on_restart: 'resume' })).body;
