@@ -4,6 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { LMSP_BIN, waitFor } from '../helpers/service.js';
 import { withDataDir } from '../helpers/data-dir.js';
@@ -22,7 +24,14 @@ describe('lmsp serve --json (LMSP 12)', () => {
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       try {
         const url = await waitFor(() => /"url": "(http:[^"]+)"/.exec(stdout)?.[1], { what: `the service info on stdout:\n${stdout}\n${stderr}` });
-        assert.equal((await fetch(`${url}/healthz`)).status, 200);
+        // A generation, so that tasks, the model load and the runner write their log lines too.
+        const token = readFileSync(join(dataDir, 'operator.token'), 'utf8').trim();
+        const created = await fetch(`${url}/v1/responses`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 5 }),
+        });
+        assert.equal(created.status, 200);
       } finally {
         child.kill('SIGTERM');
       }
@@ -31,5 +40,6 @@ describe('lmsp serve --json (LMSP 12)', () => {
       assert.equal(info.pid, child.pid);
       assert.match(info.id, /^svc_/);
       assert.match(stderr, /"msg":"lmsp [^"]* listening on /, 'the log is written on standard error');
+      assert.match(stderr, /"msg":"task completed"/);
     }));
 });
