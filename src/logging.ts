@@ -16,9 +16,9 @@ export function isPretty(format: ServiceConfig['logFormat'], output: { isTTY?: b
   return format === 'pretty' || (format === 'auto' && output.isTTY === true);
 }
 
-export function createLogger(config: Pick<ServiceConfig, 'logLevel' | 'logFormat'>, output: NodeJS.WriteStream = process.stdout): Logger {
+export function createLogger(config: Pick<ServiceConfig, 'logLevel' | 'logFormat'>, output: NodeJS.WriteStream & { fd: number } = process.stdout): Logger {
   const options = { level: config.logLevel, base: { pid: process.pid }, redact: { paths: REDACT, censor: '[redacted]' } };
-  if (!isPretty(config.logFormat, output)) return pino(options);
+  if (!isPretty(config.logFormat, output)) return pino(options, pino.destination({ dest: output.fd }));
   // One line per entry, its fields after the message; synchronous, so that the last lines
   // before an exit are written.
   return pino(options, pinoPretty({

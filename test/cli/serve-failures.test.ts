@@ -14,11 +14,8 @@ import { runCli, type CliResult } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
 
 function failureOf(result: CliResult): { code: string; message: string } {
-  // serve writes its log on stdout too, one JSON object a line: the failure is the one document
-  // printed over several lines, from a line `{` to a line `}`.
-  const document = /^\{\n[\s\S]*?\n\}$/m.exec(result.stdout);
-  assert.ok(document, `a JSON document on stdout: ${result.stdout}`);
-  return (JSON.parse(document[0]) as { error: { code: string; message: string } }).error;
+  // With --json, serve writes its log on stderr: stdout is the one document.
+  return (JSON.parse(result.stdout) as { error: { code: string; message: string } }).error;
 }
 
 function assertNoStackTrace(result: CliResult): void {

@@ -45,7 +45,8 @@ export function registerServe(program: Command): void {
     const lock = lockDataDir(dataDir);
     const store = openServiceStore(dataDir, bus);
     const config = loadConfig(options, store, flags);
-    const log = createLogger(config);
+    // LMSP 12: with --json, standard output is the one document below; the log goes to stderr.
+    const log = createLogger(config, options.json ? process.stderr : process.stdout);
     let service;
     try {
       service = await startService(config, store, bus, log);

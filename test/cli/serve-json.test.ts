@@ -1,0 +1,45 @@
+/**
+ * `lmsp serve --json` (LMSP 12): standard output is one JSON document, the service's address and
+ * identity once it listens, so a script can read it; the log goes to standard error instead.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { LMSP_BIN, waitFor } from '../helpers/service.js';
+import { withDataDir } from '../helpers/data-dir.js';
+
+describe('lmsp serve --json (LMSP 12)', () => {
+  test('standard output is one JSON document, the service info; the log is on standard error', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      const child = spawn(process.execPath, [LMSP_BIN, 'serve', '--json', '--port', '0', '--log-format', 'json', '--data-dir', dataDir], {
+        env: { ...process.env, LMSP_LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      try {
+        const url = await waitFor(() => /"url": "(http:[^"]+)"/.exec(stdout)?.[1], { what: `the service info on stdout:\n${stdout}\n${stderr}` });
+        // A generation, so that tasks, the model load and the runner write their log lines too.
+        const token = readFileSync(join(dataDir, 'operator.token'), 'utf8').trim();
+        const created = await fetch(`${url}/v1/responses`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 5 }),
+        });
+        assert.equal(created.status, 200);
+      } finally {
+        child.kill('SIGTERM');
+      }
+      assert.equal(await exited, 0, stderr);
+      const info = JSON.parse(stdout) as { url: string; pid: number; id: string };
+      assert.equal(info.pid, child.pid);
+      assert.match(info.id, /^svc_/);
+      assert.match(stderr, /"msg":"lmsp [^"]* listening on /, 'the log is written on standard error');
+      assert.match(stderr, /"msg":"task completed"/);
+    }));
+});
