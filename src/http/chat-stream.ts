@@ -28,14 +28,9 @@ export async function streamChatChunks(context: AppContext, reply: FastifyReply,
   const release = options.place ?? context.connections.openStream(client.id);
   const unbind = context.connections.bind(client.id, () => reply.raw.destroy());
   const abort = new AbortController();
-  let heartbeat: NodeJS.Timeout | null = null;
   const raw = reply.raw;
   try {
-    openEventStream(reply, options.headers);
-    heartbeat = setInterval(() => {
-      if (!raw.writableEnded) raw.write(': keep-alive\n\n');
-    }, context.heartbeatMs);
-    raw.on('close', () => abort.abort());
+    openEventStream(reply, context.heartbeatMs, options.headers).on('close', () => abort.abort());
     const errorOf = () => taskEndError(store.tasks.get(taskId), taskId).toBody();
     const end = await followTask(store, bus, taskId, 0, abort.signal, async (events) => {
       if (raw.writableEnded || raw.destroyed) return;
@@ -46,7 +41,6 @@ export async function streamChatChunks(context: AppContext, reply: FastifyReply,
     await options.beforeClose?.(clientGone);
     return { end, clientGone };
   } finally {
-    if (heartbeat) clearInterval(heartbeat);
     if (!raw.writableEnded) raw.end();
     unbind();
     release();

@@ -8,18 +8,10 @@ import { sseFrame } from '../api/events.js';
 import type { LoggedEvent } from '../domain/tasks.js';
 
 export class EventStream {
-  private readonly heartbeat: NodeJS.Timeout;
   private readonly abort = new AbortController();
 
   constructor(private readonly reply: FastifyReply, heartbeatMs: number, headers: Record<string, string> = {}) {
-    const raw = openEventStream(reply, headers);
-    this.heartbeat = setInterval(() => {
-      if (!raw.writableEnded) raw.write(': keep-alive\n\n');
-    }, heartbeatMs);
-    raw.on('close', () => {
-      clearInterval(this.heartbeat);
-      this.abort.abort();
-    });
+    openEventStream(reply, heartbeatMs, headers).on('close', () => this.abort.abort());
   }
 
   /** Aborted when the client goes away. */
@@ -40,17 +32,17 @@ export class EventStream {
   }
 
   end(): void {
-    clearInterval(this.heartbeat);
     if (!this.reply.raw.writableEnded) this.reply.raw.end();
   }
 }
 
 /**
- * Takes the connection over from Fastify and sends the head of an event stream. Headers already
- * set on the reply (the CORS headers of an allowed origin, LMSP 2) go with it: Fastify sends them
- * only with answers it writes itself.
+ * Takes the connection over from Fastify and sends the head of an event stream, then a comment
+ * line every `heartbeatMs` until the stream ends, whoever ends it. Headers already set on the
+ * reply (the CORS headers of an allowed origin, LMSP 2) go with it: Fastify sends them only with
+ * answers it writes itself.
  */
-export function openEventStream(reply: FastifyReply, headers: Record<string, string> = {}): ServerResponse {
+export function openEventStream(reply: FastifyReply, heartbeatMs: number, headers: Record<string, string> = {}): ServerResponse {
   const set: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) set[name] = value;
   reply.hijack();
@@ -64,6 +56,12 @@ export function openEventStream(reply: FastifyReply, headers: Record<string, str
     ...headers,
   });
   raw.flushHeaders();
+  const heartbeat = setInterval(() => {
+    if (!raw.writableEnded) raw.write(': keep-alive\n\n');
+  }, heartbeatMs);
+  const stop = () => clearInterval(heartbeat);
+  raw.once('finish', stop);
+  raw.once('close', stop);
   return raw;
 }
 
