@@ -7,6 +7,7 @@
  * startup the service settles each in place of its request, with the same code; a retry of its
  * key then gets the answer the create would have given.
  */
+import { ServiceError } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
 import type { StoredAnswer } from '../store/index.js';
 import { chatCompletionAnswer, settleChatCompletionRequest } from './chat-completions.js';
@@ -47,12 +48,24 @@ async function settleInPlaceOfRequest(core: TaskCore, task: Task): Promise<Store
  * its settlement stored it under the key (a `store: false` task is gone by then); null if the
  * task is gone without one.
  */
-export async function answerOfSurvivingTask(core: TaskCore, taskId: string): Promise<StoredAnswer | null> {
+async function answerOfSurvivingTask(core: TaskCore, taskId: string): Promise<StoredAnswer | null> {
   const settlement = settlements.get(core)?.get(taskId);
   if (settlement) return settlement;
   // Not settled by this process (it started with the task already finished): the log still holds it.
   const finished = await waitForFinish(core, taskId);
   return finished ? plainAnswerOf(core, finished) : null;
+}
+
+/**
+ * What a replay of a plain create sends: the stored answer, or for a create whose request died
+ * with the process while its task went on, the answer that task gives once finished. `what` names
+ * the record in the 404 for a task gone without an answer.
+ */
+export async function replayedPlainAnswer(core: TaskCore, answer: StoredAnswer, what: string): Promise<StoredAnswer> {
+  if (!answer.awaitTaskId) return answer;
+  const awaited = await answerOfSurvivingTask(core, answer.awaitTaskId);
+  if (!awaited) throw new ServiceError('not_found', `The ${what} this request created has been deleted since.`);
+  return awaited;
 }
 
 /** Starts settling every unfinished `store: false` task, whose request died with the process; answers how many. */

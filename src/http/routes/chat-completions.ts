@@ -14,7 +14,7 @@ import {
   chatCompletionMessages, chatCompletionView, createChatCompletion, deleteChatCompletion, listChatCompletions,
   settleChatCompletionRequest, TASK_ID_HEADER, updateChatCompletion, visibleTaskOfCompletion,
 } from '../../tasks/chat-completions.js';
-import { answerOfSurvivingTask } from '../../tasks/orphaned-requests.js';
+import { replayedPlainAnswer } from '../../tasks/orphaned-requests.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import { streamChatChunks } from '../chat-stream.js';
@@ -57,12 +57,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
       return;
     }
     place?.();
-    if (answer.awaitTaskId) {
-      const awaited = await answerOfSurvivingTask(core, answer.awaitTaskId);
-      if (!awaited) throw new ServiceError('not_found', 'The chat completion this request created has been deleted since.');
-      return sendStoredAnswer(reply, awaited);
-    }
-    return sendStoredAnswer(reply, answer);
+    return sendStoredAnswer(reply, await replayedPlainAnswer(core, answer, 'chat completion'));
   };
 
   app.post('/v1/chat/completions', { config: { access: 'responses' }, schema: { body: createChatCompletionBody } }, async (request, reply) => {

@@ -12,7 +12,7 @@ import type { StoredResponse } from '../../domain/responses.js';
 import { responseIdOf, type Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
-import { answerOfSurvivingTask } from '../../tasks/orphaned-requests.js';
+import { replayedPlainAnswer } from '../../tasks/orphaned-requests.js';
 import { cancelForDisconnect } from '../../tasks/waiting.js';
 import {
   createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
@@ -50,12 +50,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
       return;
     }
     place?.();
-    if (answer.awaitTaskId) {
-      const awaited = await answerOfSurvivingTask(core, answer.awaitTaskId);
-      if (!awaited) throw new ServiceError('not_found', 'The response this request created has been deleted since.');
-      return sendStoredAnswer(reply, awaited);
-    }
-    return sendStoredAnswer(reply, answer);
+    return sendStoredAnswer(reply, await replayedPlainAnswer(core, answer, 'response'));
   };
 
   app.post('/v1/responses', { config: { access: 'responses' }, schema: { body: createResponseBody } }, async (request, reply) => {
