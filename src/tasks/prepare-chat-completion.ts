@@ -17,7 +17,7 @@ import { newChatCompletionId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import { generationOf } from './chat-completion-kind.js';
 import type { TaskCore } from './core.js';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from './prepare-response.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS, outputLimitBeside } from './prepare-response.js';
 import { unsupportedSchema } from './response-format.js';
 import { newTask } from './new-task.js';
 
@@ -213,16 +213,14 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength && asked === null && inputTokens < contextLength) {
-      // Neither max_completion_tokens nor max_tokens given: as OpenAI, only the messages must
-      // fit, and the default shrinks to the room they leave.
-      request.maxCompletionTokens = contextLength - inputTokens;
-    } else if (inputTokens !== null && inputTokens + maxCompletionTokens > contextLength) {
+    const fitted = inputTokens === null ? maxCompletionTokens : outputLimitBeside(inputTokens, maxCompletionTokens, asked !== null, contextLength);
+    if (fitted === null) {
       // The message names only what the client sent: without a limit, the messages alone are at fault.
       const what = asked === null ? `The messages (${inputTokens} tokens) leave no room for a completion in`
         : `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed`;
       throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'messages' });
     }
+    request.maxCompletionTokens = fitted;
   }
   return { completion, task: newChatCompletionTask(completion, body.on_restart ?? 'fail') };
 }

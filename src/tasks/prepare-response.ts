@@ -17,6 +17,16 @@ import { textFormatOf, toolingOf, toToolDefinition } from './response-format.js'
 import { newTask } from './new-task.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
+
+/**
+ * The output limit once the input's exact size is known (LMSP 6, 13): a limit the client asked
+ * for must fit beside the input; without one, as OpenAI, only the input must fit and the default
+ * shrinks to the room it leaves. Null when nothing fits.
+ */
+export function outputLimitBeside(inputTokens: number, limit: number, asked: boolean, contextLength: number): number | null {
+  if (inputTokens + limit <= contextLength) return limit;
+  return !asked && inputTokens < contextLength ? contextLength - inputTokens : null;
+}
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
 const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
 
@@ -88,16 +98,14 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    if (inputTokens !== null && inputTokens + maxOutputTokens > contextLength && asked === null && inputTokens < contextLength) {
-      // No max_output_tokens given: as on Chat Completions, only the input must fit, and the
-      // default shrinks to the room it leaves.
-      maxOutputTokens = contextLength - inputTokens;
-    } else if (inputTokens !== null && inputTokens + maxOutputTokens > contextLength) {
+    const fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, asked !== null, contextLength);
+    if (fitted === null) {
       // The message names only what the client sent: without a limit, the input alone is at fault.
       const what = asked === null ? `The input (${inputTokens} tokens) leaves no room for output in`
         : `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed`;
       throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'input' });
     }
+    maxOutputTokens = fitted;
   }
 
   const createdAt = nowSeconds();
