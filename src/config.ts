@@ -30,7 +30,7 @@ export interface ServiceConfig {
   retentionMs: number;
   sweepIntervalMs: number;
   parallel: number;
-  /** How the slots of a model are served: a runner process each, or sequences of one context in one runner. */
+  /** How the slots of a model are served: a runner process each, sequences of one context in one runner, or `auto` (engine/parallel-mode.ts). */
   parallelMode: 'auto' | 'processes' | 'sequences';
   keepAliveMs: number;
   maxLoadedModels: number;

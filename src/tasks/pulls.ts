@@ -17,7 +17,7 @@ import { readGgufFacts } from '../models/gguf.js';
 import { hashPrefix, removePartial } from '../models/partial-file.js';
 import { modelIdFromSource, parseExpectedDigest, parsePullSource, type PullSettings, type PullSource } from '../models/pull-source.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
-import { nowSeconds } from '../time.js';
+import { nowSeconds, sleep } from '../time.js';
 import type { TaskCore } from './core.js';
 import { assertRoomForTask, type TaskLimits } from './limits.js';
 import type { PullProgressReport } from './pull-kind.js';
@@ -120,18 +120,6 @@ export const PULL_CANCELLED = 'cancelled';
 
 /** A dropped connection or a 5xx is tried again from the bytes on disk, after these waits. */
 const RETRY_DELAYS_MS = [300, 1000, 3000];
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done);
-  });
-}
 
 /** The source to fetch: the URL resolved when the pull was created (a changed endpoint does not move a pull). */
 function sourceOf(pull: ModelPull): PullSource {
