@@ -35,6 +35,18 @@ program
     // commander has said what is wrong on stderr already.
     if (process.argv.includes('--json')) printJson({ error: { code: 'invalid_usage', message: error.message.replace(/^error: /, '') } });
     process.exit(EXIT_USAGE);
+  })
+  // `lmsp --data-dir D tasks ls` as well as `lmsp tasks ls --data-dir D`: the options every
+  // command takes (LMSP 12) are accepted before the command too, and handed to it unless it was
+  // given its own. Positional, so that after the command they stay the command's.
+  .enablePositionalOptions()
+  .option('--data-dir <path>', 'data directory, for any command (also accepted after it)')
+  .option('--json', 'one JSON document on stdout, for any command (also accepted after it)')
+  .hook('preAction', (root, command) => {
+    for (const name of ['dataDir', 'json']) {
+      const value: unknown = root.getOptionValue(name);
+      if (value !== undefined && command.getOptionValue(name) === undefined) command.setOptionValueWithSource(name, value, 'cli');
+    }
   });
 
 registerServe(program);

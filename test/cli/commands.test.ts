@@ -15,6 +15,13 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       assert.equal(ran.code, 0, ran.stderr);
       const tasks = JSON.parse((await runCli(['tasks', 'ls', '--json', ...dir])).stdout) as { data: TaskObject[] };
       assert.equal(tasks.data.length, 1);
+      // The options every command takes work before the command too; after it, the command's own win.
+      const before = await runCli(['--data-dir', service.dataDir, '--json', 'tasks', 'ls']);
+      assert.equal(before.code, 0, before.stderr);
+      assert.deepEqual((JSON.parse(before.stdout) as typeof tasks).data.map((task) => task.id), [tasks.data[0]!.id]);
+      const own = await runCli(['--data-dir', join(service.dataDir, 'elsewhere'), 'tasks', 'ls', '--json', ...dir]);
+      assert.equal(own.code, 0, own.stderr);
+      assert.equal((JSON.parse(own.stdout) as typeof tasks).data.length, 1);
       const response = await service.client.getResponse(tasks.data[0]!.response_id!);
       assert.equal(ran.stdout, `${response.output[0]!.content[0]!.text}\n`, 'the streamed text is the response text');
       assert.equal(response.seed, 5);
