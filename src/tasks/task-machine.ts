@@ -336,10 +336,11 @@ export class TaskMachine {
         this.cancelledNow(context, task, 'recovery', subject, knownText);
         break;
       case 'requeued': {
-        // Under retry the new attempt drops the earlier output: it starts after this event.
+        // Under retry the new attempt drops the earlier output: it starts after this event, and
+        // until it runs the task has not started (no output item, `started_at` null), as a new one.
         const retry = task.onRestart === 'retry';
         const change: Partial<Task> = retry
-          ? { restarts, attempt: task.attempt + 1, outputStartSeq: task.lastSequenceNumber + 1, outputTokens: 0, inputTokens: null }
+          ? { restarts, attempt: task.attempt + 1, outputStartSeq: task.lastSequenceNumber + 1, outputTokens: 0, inputTokens: null, startedAt: null }
           : { restarts };
         this.store.lifecycle.move(context, task, to, change,
           handler.events.requeued(subject, retry ? '' : text()), 'recovery');

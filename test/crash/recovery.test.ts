@@ -166,6 +166,27 @@ describe('recovery at startup after SIGKILL (LMSP 11.2, 11.3, 7.5)', () => {
       }
     }));
 
+  test('a retried task shows nothing of its earlier attempt until the new one runs', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '25' } }, async (service) => {
+      const created = await createFor(service, 'retry', 2000);
+      await waitFor(async () => ((await service.client.getResponse(created.id)).usage?.output_tokens ?? 0) >= 5, { what: 'output' });
+      await service.kill();
+      // The new attempt stays loading: the same as a task that has not run yet (OpenAI: `output` []).
+      const restarted = await service.restart({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '60000' } });
+      await waitFor(async () => (await statusOf(restarted, created.task.id)) === 'loading', { what: 'attempt 2 loading' });
+      const response = await restarted.client.getResponse(created.id);
+      assert.equal(response.status, 'in_progress');
+      assert.deepEqual(response.output, []);
+      assert.equal(response.usage, null);
+      const task = await restarted.client.getTask(created.task.id);
+      assert.equal(task.attempt, 2);
+      assert.equal(task.started_at, null, 'the new attempt has not started');
+      const log = await assertLogIntact(restarted, created.task.id);
+      assert.deepEqual(log.slice(-2).map((event) => event.type), ['response.queued', 'response.loading']);
+      for (const event of log.slice(-2)) assert.deepEqual((event.response as ResponseObject).output, []);
+      await restarted.kill();
+    }));
+
   test('cancelling tasks end cancelled under every policy', { timeout: 120_000 }, () =>
     withService({ env: { LMSP_DEBUG_CANCEL_DELAY_MS: '60000', LMSP_DEBUG_TOKEN_DELAY_MS: '25' }, args: ['--parallel', '3'] }, async (service) => {
       const tasks = new Map<RestartPolicy, ResponseObject>();
