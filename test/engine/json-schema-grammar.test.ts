@@ -76,6 +76,7 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['true', true],
     ['nullable types', { type: ['string', 'null'] }],
     ['OpenAPI nullable', { type: 'integer', nullable: true }],
+    ['OpenAPI nullable with an empty type list: only null', { type: [], nullable: true }],
     ['annotations', { title: 't', description: 'd', examples: [1], default: 2, $comment: 'c', deprecated: false, 'x-vendor': 1, type: 'number' }],
     ['recursion through $defs', { $defs: { node: { type: 'object', properties: { next: { anyOf: [{ $ref: '#/$defs/node' }, { type: 'null' }] } } } }, $ref: '#/$defs/node' }],
     ['draft-07 definitions', { definitions: { a: { type: 'string' } }, type: 'array', items: { $ref: '#/definitions/a' } }],
@@ -117,6 +118,9 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['allOf with a closed object', { allOf: [{ type: 'object', additionalProperties: false }, { properties: { a: {} } }] }, 'allOf', '/allOf'],
     ['a minLength too long to spell out', { type: 'string', minLength: 20_000 }, 'minLength', '/minLength'],
     ['false', { type: 'object', properties: { a: false }, required: ['a'] }, 'false', '/properties/a'],
+    ['an empty type list', { type: [] }, 'type', '/type'],
+    ['an empty type list in a property', { type: 'object', properties: { a: { type: [] } }, required: ['a'] }, 'type', '/properties/a/type'],
+    ['an empty type list in prefixItems', { type: 'array', prefixItems: [{ type: [] }], minItems: 1 }, 'type', '/prefixItems/0/type'],
     ['an unknown keyword', { type: 'string', minLenght: 3 }, 'minLenght', '/minLenght'],
   ];
   for (const [name, schema, keyword, pointer] of unsupported) {

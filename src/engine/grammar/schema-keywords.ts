@@ -79,6 +79,9 @@ export function declaredTypes(schema: Schema, pointer: string): JsonType[] | nul
   }
   const types = [...new Set(list as JsonType[])];
   if (schema.nullable === true && !types.includes('null')) types.push('null');
+  // An empty list allows no value: the grammar would be an empty alternation, which matches the
+  // empty text, so a "valid" answer would not be JSON at all (LMSP 6.1).
+  if (types.length === 0) throw new UnsupportedSchemaError('type', `${pointer}/type`, 'type [] allows no value');
   return types;
 }
 
