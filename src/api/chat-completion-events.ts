@@ -111,12 +111,15 @@ const CHUNK_PREFIX = '{"chunk":';
 
 /**
  * The `data:` frame a logged event becomes in a chat completion's stream (LMSP 13), if any: a
- * chunk as it was logged, `[DONE]` after the completed event, an error frame (`error()`) after a
- * failed or cancelled one. The status events are the log's, not the stream's.
+ * chunk of the current attempt (from `outputStartSeq` on, the task's) as it was logged, `[DONE]`
+ * after the completed event, an error frame (`error()`) after a failed or cancelled one. The
+ * status events are the log's, not the stream's.
  */
-export function chatStreamFrame(event: LoggedEvent, error: () => ErrorBody): string | null {
+export function chatStreamFrame(event: LoggedEvent, error: () => ErrorBody, outputStartSeq: number): string | null {
   switch (event.type) {
     case CHAT_CHUNK_EVENT:
+      // LMSP 7.5: a chunk of an attempt that `retry` dropped is no part of the completion.
+      if (event.sequenceNumber < outputStartSeq) return null;
       // The payload is `{"chunk":<chunk>}`: the chunk's JSON as stored, without parsing it again.
       return `data: ${event.data.startsWith(CHUNK_PREFIX) ? event.data.slice(CHUNK_PREFIX.length, -1) : event.data}\n\n`;
     case 'chat.completion.completed':

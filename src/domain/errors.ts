@@ -104,6 +104,13 @@ export const ERROR_CODES = {
   too_many_tasks: { status: 429, type: 'rate_limit_error', message: 'Too many unfinished tasks; wait for some to finish.' },
   internal_error: { status: 500, type: 'server_error', message: 'The service failed unexpectedly.' },
   task_failed: { status: 500, type: 'server_error', message: 'The task of this request failed.', retryable: false },
+  // LMSP 7.5, 13: a Chat Completions stream cannot take back chunks it has sent, so one whose
+  // attempt is dropped by `on_restart: retry` ends with this error frame while the task goes on.
+  task_restarted: {
+    status: 500,
+    type: 'server_error',
+    message: 'The task of this request starts again from the beginning (on_restart: retry); the chunks sent so far are void.',
+  },
   storage_unavailable: {
     status: 503,
     type: 'server_error',

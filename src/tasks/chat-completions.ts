@@ -82,7 +82,7 @@ function streamTextOf(core: Pick<TaskCore, 'store'>, task: Task): string {
   const error = () => taskEndError(task, task.id).toBody();
   for (;;) {
     const events = core.store.events.after(task.id, after, PAGE);
-    for (const event of events) text += chatStreamFrame(event, error) ?? '';
+    for (const event of events) text += chatStreamFrame(event, error, task.outputStartSeq) ?? '';
     if (events.length < PAGE) return text;
     after = events.at(-1)!.sequenceNumber;
   }
