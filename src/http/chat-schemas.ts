@@ -51,9 +51,10 @@ const message = {
   required: ['role'],
   properties: {
     role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
-    content: { anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', items: contentPart }] },
+    // As OpenAI answers them: an empty array of parts or of calls is 400 (`empty_array` there).
+    content: { anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', minItems: 1, items: contentPart }] },
     name: { type: 'string' },
-    tool_calls: { type: 'array', items: toolCall },
+    tool_calls: { type: 'array', minItems: 1, items: toolCall },
     tool_call_id: { type: 'string', minLength: 1 },
   },
 } as const;

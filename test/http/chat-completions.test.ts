@@ -130,6 +130,8 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ messages: [{ role: 'function', content: 'x', name: 'f' }] }, 400, 'invalid_request', 'messages[0].role'],
       [{ messages: [{ role: 'user' }] }, 400, 'invalid_request', 'messages[0].content'],
       [{ messages: [{ role: 'assistant', content: null }] }, 400, 'invalid_request', 'messages[0].content'],
+      [{ messages: [{ role: 'user', content: [] }] }, 400, 'invalid_request', 'messages[0].content'],
+      [{ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: 'y', tool_calls: [] }] }, 400, 'invalid_request', 'messages[1].tool_calls'],
       [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 400, 'invalid_request', 'messages[0].content[0].type'],
       [{ messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: 'r' }] }, 400, 'invalid_request', 'messages[1].tool_call_id'],
       [{ messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: 'r', tool_call_id: 'call_nope' }] }, 400, 'invalid_request', 'messages[1].tool_call_id'],
