@@ -134,7 +134,7 @@ export const createResponseBody = {
       else: { type: 'string' },
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
-    previous_response_id: { type: ['string', 'null'], description: 'Continue from a stored response.' },
+    previous_response_id: { type: ['string', 'null'], minLength: 1, description: 'Continue from a stored response.' },
     max_output_tokens: { type: ['integer', 'null'], minimum: 1, description: "1 to the model's context length; default 1024." },
     temperature: { type: ['number', 'null'], minimum: 0, maximum: 2, description: '0 is greedy; default 1.' },
     top_p: { type: ['number', 'null'], minimum: 0, maximum: 1, description: 'Default 1.' },
@@ -176,11 +176,17 @@ export const idParams = {
   properties: { id: { type: 'string' } },
 } as const;
 
+/**
+ * A sequence-number cursor: decimal digits only, as `Last-Event-ID` (LMSP 2), so `0x10` or `1e1`
+ * are refused rather than read as 16 or 10 by type coercion.
+ */
+const sequenceCursor = { type: 'string', pattern: '^[0-9]+$', description: 'A sequence number: events after it are sent.' } as const;
+
 export const retrieveResponseQuery = {
   type: 'object',
   properties: {
     stream: { type: 'boolean', description: 'Replay the events after starting_after, then follow live.' },
-    starting_after: { type: 'integer', minimum: 0 },
+    starting_after: sequenceCursor,
   },
 } as const;
 
@@ -201,7 +207,7 @@ export const listTasksQuery = {
 export const taskEventsQuery = {
   type: 'object',
   properties: {
-    starting_after: { type: 'integer', minimum: 0, default: 0 },
+    starting_after: { ...sequenceCursor, default: '0' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
     stream: { type: 'boolean' },
   },

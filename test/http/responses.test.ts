@@ -226,6 +226,11 @@ describe('Responses API (LMSP section 6)', () => {
     assert.equal(missing.status, 404);
     const body = await json<{ error: { code: string; param: string } }>(missing);
     assert.equal(body.error.param, 'previous_response_id');
+    // An empty id is a mistake to report, as OpenAI does, not a request to start afresh.
+    const empty = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'x', previous_response_id: '' } });
+    assert.equal(empty.status, 400);
+    const refused = (await json<{ error: { code: string; param: string } }>(empty)).error;
+    assert.deepEqual([refused.code, refused.param], ['invalid_request', 'previous_response_id']);
   }));
 
   test('store: false deletes the response as soon as it finishes; background requires store', () => withService({}, async (service) => {
