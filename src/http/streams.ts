@@ -47,14 +47,21 @@ export function lastEventIdOf(request: FastifyRequest): number | null {
   if (header === undefined) return null;
   const value = Array.isArray(header) ? header.join(',') : header;
   if (!DECIMAL.test(value)) throw invalidRequest('Last-Event-ID', 'Last-Event-ID must be a decimal integer (the sequence number of the last event seen).');
-  // A number beyond any sequence number (over 2^53) still means "after everything so far".
-  return Math.min(Number(value), Number.MAX_SAFE_INTEGER);
+  return sequenceNumberOf(value);
+}
+
+/**
+ * A sequence-number cursor as written (`Last-Event-ID`, `starting_after`: decimal digits only).
+ * A number beyond any sequence number (over 2^53) still means "after everything so far".
+ */
+export function sequenceNumberOf(decimal: string): number {
+  return Math.min(Number(decimal), Number.MAX_SAFE_INTEGER);
 }
 
 /**
  * Where a stream starts: after the `Last-Event-ID` a reconnecting EventSource names (LMSP 7.3),
- * else after `starting_after`.
+ * else after `starting_after` (the query's decimal text).
  */
-export function streamStart(request: FastifyRequest, startingAfter: number | undefined): number {
-  return lastEventIdOf(request) ?? startingAfter ?? 0;
+export function streamStart(request: FastifyRequest, startingAfter: string | undefined): number {
+  return lastEventIdOf(request) ?? (startingAfter === undefined ? 0 : sequenceNumberOf(startingAfter));
 }

@@ -125,7 +125,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     schema: { params: idParams, querystring: retrieveResponseQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
-    const query = request.query as { stream?: boolean; starting_after?: number };
+    const query = request.query as { stream?: boolean; starting_after?: string };
     const client = clientOf(request);
     const task = visibleTaskOfResponse(core, client, id);
     if (query.stream) {

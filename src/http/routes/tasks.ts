@@ -8,7 +8,7 @@ import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { sendStoredAnswer } from '../idempotency.js';
 import { idParams, listTasksQuery, taskEventsQuery } from '../schemas.js';
-import { streamStart, streamTaskEvents } from '../streams.js';
+import { sequenceNumberOf, streamStart, streamTaskEvents } from '../streams.js';
 
 export function registerTaskRoutes(app: FastifyInstance, context: AppContext): void {
   const { core } = context;
@@ -33,14 +33,14 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
     schema: { params: idParams, querystring: taskEventsQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
-    const query = request.query as { starting_after: number; limit: number; stream?: boolean };
+    const query = request.query as { starting_after: string; limit: number; stream?: boolean };
     const client = clientOf(request);
     const task = visibleTask(core, client, id);
     if (query.stream === true || (request.headers.accept ?? '').includes('text/event-stream')) {
       await streamTaskEvents(context, reply, client, task.id, streamStart(request, query.starting_after));
       return;
     }
-    return taskEventsPage(core, task, query.starting_after, query.limit);
+    return taskEventsPage(core, task, sequenceNumberOf(query.starting_after), query.limit);
   });
 
   app.post('/v1/tasks/:id/cancel', { config: { access: 'responses' }, schema: { params: idParams } }, async (request, reply) => {
