@@ -1,5 +1,5 @@
 /** What every command shares: the data directory, `--json` output, errors and exit codes. */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { LmspClient, LmspApiError } from '../api/client.js';
@@ -11,7 +11,7 @@ import { ServiceError } from '../domain/errors.js';
 import { ModelRegistry } from '../models/registry.js';
 import { SERVICE_FILE, type ServiceInfo } from '../service.js';
 import { DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, Store } from '../store/index.js';
-import { isDataDirLocked } from '../store/lock.js';
+import { isDataDirLocked, lockDataDir, type DataDirLock } from '../store/lock.js';
 import { readServiceId } from '../store/service-config.js';
 import { newTaskMachine } from '../tasks/core.js';
 import type { TaskMachine } from '../tasks/task-machine.js';
@@ -123,7 +123,9 @@ export async function runningService(options: CommonOptions): Promise<ServiceInf
   } catch {
     return null;
   }
-  if (!isDataDirLocked(dataDir)) return null;
+  // The lock must be held by the service the file names: not by this process (a pull without a
+  // service holds it), nor by a process that is gone.
+  if (info.pid === process.pid || !processAlive(info.pid) || !isDataDirLocked(dataDir)) return null;
   const expectedId = readServiceId(dataDir);
   if (!expectedId || info.id !== expectedId) return null;
   try {
@@ -134,6 +136,28 @@ export async function runningService(options: CommonOptions): Promise<ServiceInf
   } catch {
     return null;
   }
+}
+
+function processAlive(pid: unknown): boolean {
+  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Takes the data directory's lock for this process (`lmsp serve`, or a command that works on the
+ * data directory while no service runs). Holding it, this process knows that no service runs, so
+ * a `service.json` left by one that crashed is stale: it is removed, so that no command of this
+ * data directory trusts whatever listens at its address now (LMSP 12).
+ */
+export function lockDataDirForThisProcess(dataDir: string): DataDirLock {
+  const lock = lockDataDir(dataDir);
+  rmSync(join(dataDir, SERVICE_FILE), { force: true });
+  return lock;
 }
 
 /** A client of the verified running service, authenticated with the operator token the service keeps; null when none runs. */

@@ -4,13 +4,15 @@
  * address) must never receive the token.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { runCli } from '../helpers/cli.js';
-import { startService } from '../helpers/service.js';
+import { startModelServer, tinyModelBytes } from '../helpers/model-server.js';
+import { LMSP_BIN, startService, waitFor } from '../helpers/service.js';
 
 describe('the CLI and a stale service.json (LMSP section 12)', () => {
   test('a process listening at a dead service\'s address never gets the operator token', { timeout: 120_000 }, async () => {
@@ -51,6 +53,43 @@ describe('the CLI and a stale service.json (LMSP section 12)', () => {
       }
     } finally {
       impostor.close();
+    }
+  });
+
+  test('while a pull without a service holds the lock, the crashed service\'s address gets no token, even answering its id', { timeout: 120_000 }, async () => {
+    const service = await startService();
+    const dataDir = service.dataDir;
+    const stale = JSON.parse(readFileSync(join(dataDir, 'service.json'), 'utf8')) as { url: string; id: string };
+    await service.kill();
+    const seen: IncomingHttpHeaders[] = [];
+    // Whatever listens at the old address now can read the service id: GET /v1/service needs no token.
+    const impostor = createServer((request, response) => {
+      seen.push(request.headers);
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ object: 'service', id: stale.id, protocol: 'lmsp', object_type: 'list', data: [] }));
+    });
+    await new Promise<void>((resolve) => impostor.listen(Number(new URL(stale.url).port), '127.0.0.1', resolve));
+    const models = await startModelServer();
+    const url = models.serve('/slow/held.gguf', tinyModelBytes());
+    models.behave('/slow/held.gguf', { bytesPerSecond: 20_000 });
+    // A plain http: source is allowed to the configured endpoint alone (LMSP 5.1).
+    const pull = spawn(process.execPath, [LMSP_BIN, 'models', 'pull', url, '--id', 'held', '--data-dir', dataDir],
+      { stdio: 'ignore', env: { ...process.env, LMSP_HF_ENDPOINT: models.url } });
+    const exited = new Promise((resolve) => pull.on('close', resolve));
+    try {
+      const partial = join(dataDir, 'models', 'held.gguf.partial');
+      await waitFor(() => existsSync(partial) && statSync(partial).size > 0, { timeoutMs: 30_000, what: 'the pull to hold the lock and download' });
+      // No service runs: the command says so, rather than asking the impostor with the token.
+      const tasks = await runCli(['tasks', 'ls', '--json', '--data-dir', dataDir]);
+      assert.equal(tasks.code, 3, tasks.stderr);
+      assert.equal((JSON.parse(tasks.stdout) as { error: { code: string } }).error.code, 'service_not_running');
+      for (const headers of seen) assert.equal(headers.authorization, undefined, 'no token was sent to the impostor');
+      assert.ok(!existsSync(join(dataDir, 'service.json')), 'the pull that took the lock removed the stale service.json');
+    } finally {
+      pull.kill('SIGKILL');
+      await exited;
+      impostor.close();
+      models.close();
     }
   });
 });

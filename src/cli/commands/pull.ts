@@ -12,9 +12,8 @@ import type { ModelObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { toModelObject, toTaskObject } from '../../api/views.js';
 import { ensureOperatorToken } from '../../auth/clients.js';
 import { pullSettingsFromEnvironment } from '../../models/pull-source.js';
-import { lockDataDir } from '../../store/lock.js';
 import { createPull, PULL_CANCELLED, runPull } from '../../tasks/pulls.js';
-import { action, CliError, dataDirOf, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, lockDataDirForThisProcess, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface PullOptions extends CommonOptions {
   id?: string;
@@ -134,7 +133,7 @@ async function pullThroughService(client: LmspClient, source: string, options: P
 }
 
 async function pullOffline(source: string, options: PullOptions, bar: PullBar): Promise<ModelObject> {
-  const lock = lockDataDir(dataDirOf(options));
+  const lock = lockDataDirForThisProcess(dataDirOf(options));
   const offline = openOffline(options, true);
   try {
     const client = ensureOperatorToken(offline.store, dataDirOf(options));

@@ -2,9 +2,8 @@
 import type { Command } from 'commander';
 import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
-import { lockDataDir } from '../../store/lock.js';
 import { TaskEventBus } from '../../tasks/event-bus.js';
-import { action, CliError, dataDirOf, loadConfig, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, loadConfig, lockDataDirForThisProcess, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 /** Why the service cannot listen where it was told to, and what to change; null for other errors. */
 function listenFailure(error: NodeJS.ErrnoException, config: ServiceConfig): string | null {
@@ -42,7 +41,7 @@ export function registerServe(program: Command): void {
     const dataDir = dataDirOf(options);
     const bus = new TaskEventBus();
     // One service per data directory: take the lock (which creates the directory) before touching the database.
-    const lock = lockDataDir(dataDir);
+    const lock = lockDataDirForThisProcess(dataDir);
     const store = openServiceStore(dataDir, bus);
     const config = loadConfig(options, store, flags);
     // LMSP 12: with --json, standard output is the one document below; the log goes to stderr.
