@@ -163,7 +163,11 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'buffer' }, parseJson);
 
   app.setErrorHandler(async (error, request, reply) => {
-    const serviceError = toServiceError(error);
+    // A method that may carry a body (QUERY) sent without Content-Type: Fastify refuses it
+    // before any route, the unknown ones included (LMSP 2: never a 5xx for what a client sent).
+    const serviceError = (error as FastifyError).code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE'
+      ? (request.is404 ? new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`) : new ServiceError('unsupported_media_type'))
+      : toServiceError(error);
     if (serviceError.status >= 500) request.log.error({ err: error, url: request.url }, 'request failed');
     // An answer given before the body was read (401, 413, 415, 421, 403, ...) waits until the
     // client has sent it, so that the client reads the answer rather than a broken pipe.

@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { join } from 'node:path';
 import { api, withService, type TestService } from '../helpers/service.js';
+import { rawRequest } from '../helpers/raw-http.js';
 
 function rowCounts(service: TestService): Record<string, number> {
   const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'), { readonly: true });
@@ -106,6 +107,12 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     }
     await expectError(await api(service, '/v1/models/missing'), 404, 'model_not_found');
     await expectError(await api(service, '/v1/models/missing', { method: 'DELETE' }), 404, 'model_not_found');
+    // QUERY may carry a body: without Content-Type Fastify refuses it before any route (LMSP 2: no 5xx).
+    for (const path of ['/healthz', '/v1/responses', '/v1/nothing-here']) {
+      const query = await rawRequest(service.url, `QUERY ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+      assert.equal(query.status, 404, `QUERY ${path}: ${query.body}`);
+      assert.equal((JSON.parse(query.body) as { error: { code: string } }).error.code, 'not_found');
+    }
   }));
 
   test('a larger body limit can be configured', () => withService({ args: ['--body-limit', '4MiB'] }, async (service) => {
