@@ -13,7 +13,7 @@
  */
 import { networkInterfaces } from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ServiceError } from '../domain/errors.js';
+import { invalidRequest, ServiceError } from '../domain/errors.js';
 
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 const ALL_INTERFACES = new Set(['0.0.0.0', '::', '[::]']);
@@ -46,6 +46,15 @@ export function allowedHostNames(listenHost: string, extra: readonly string[]): 
     names.add(listen);
   }
   return names;
+}
+
+/**
+ * The authority of an absolute-form request target (`GET http://host/path`), which an origin
+ * server takes instead of the Host header (RFC 9112 3.2.2); null for the usual origin form.
+ */
+function targetAuthority(url: string | undefined): string | null {
+  const match = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(url ?? '');
+  return match ? match[1]! : null;
 }
 
 export interface OriginPolicy {
@@ -84,7 +93,12 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (req
   const crossOrigins = new Set(policy.allowedOrigins);
 
   const check = (request: FastifyRequest): string | null => {
-    const host = request.headers.host;
+    // RFC 9112 3.2: more than one Host is a 400, or a page could pass one name and be served
+    // under another.
+    if (request.raw.rawHeaders.filter((_, index, all) => index % 2 === 0 && all[index]!.toLowerCase() === 'host').length > 1) {
+      throw invalidRequest('Host', 'The request has more than one Host header.');
+    }
+    const host = targetAuthority(request.raw.url) ?? request.headers.host;
     const name = host ? hostName(host) : null;
     if (!name || !hosts.has(name)) {
       throw new ServiceError('misdirected_request', `The Host '${String(host ?? '')}' is not served here.`);

@@ -35,6 +35,21 @@ describe('Host and Origin checks (LMSP section 2)', () => {
       assert.equal((JSON.parse(missing11.body) as { error: { code: string } }).error.code, 'misdirected_request');
     }));
 
+  test('two Host headers are 400; an absolute-form target is checked by its own authority, as RFC 9112 has servers read it', () =>
+    withService({}, async (service) => {
+      const { port } = new URL(service.url);
+      for (const hosts of [['127.0.0.1', 'evil.example'], ['evil.example', '127.0.0.1']]) {
+        const answer = await rawRequest(service.url, `GET /v1/service HTTP/1.1\r\n${hosts.map((host) => `Host: ${host}\r\n`).join('')}Connection: close\r\n\r\n`);
+        assert.equal(answer.status, 400, `Host ${hosts.join(', ')}`);
+        const { error } = JSON.parse(answer.body) as { error: { code: string; param: string } };
+        assert.deepEqual([error.code, error.param], ['invalid_request', 'Host']);
+      }
+      const foreign = await rawRequest(service.url, `GET http://evil.example:${port}/v1/service HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
+      assert.equal(foreign.status, 421, 'the target names another host');
+      const own = await rawRequest(service.url, `GET http://localhost:${port}/v1/service HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n`);
+      assert.equal(own.status, 200, 'the target names this service, whatever Host says');
+    }));
+
   test('--allowed-hosts adds names', () => withService({ args: ['--allowed-hosts', 'lmsp.lan,box.local'] }, async (service) => {
     const { port } = new URL(service.url);
     assert.equal((await rawGet(service.url, '/v1/service', { Host: `lmsp.lan:${port}` })).status, 200);
