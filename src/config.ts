@@ -101,7 +101,9 @@ function sizeParser(text: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
   const unit = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
   if (!match || unit === undefined) throw new Error('expected a size like 1048576, 512KiB or 1MiB');
-  return Math.round(Number(match[1]) * unit);
+  const bytes = Math.round(Number(match[1]) * unit);
+  if (bytes < 1) throw new Error('expected a size of at least 1 byte');
+  return bytes;
 }
 
 function listOf(text: string): string[] {
@@ -117,15 +119,21 @@ function hostListParser(text: string): string[] {
 }
 
 function originListParser(text: string): string[] {
-  return listOf(text).map((origin) => {
+  const origins = listOf(text);
+  return origins.map((origin) => {
+    // The caller names the whole value; an item is named only when the list has several.
+    const which = origins.length > 1 ? ` ('${origin}' is not)` : '';
     let url: URL;
     try {
       url = new URL(origin);
     } catch {
-      throw new Error(`expected origins like http://app.example:3000, got '${origin}'`);
+      throw new Error(`expected origins like http://app.example:3000${which}`);
     }
-    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== origin.replace(/\/$/, '')) {
-      throw new Error(`expected origins like http://app.example:3000 (scheme, host and port only), got '${origin}'`);
+    // Scheme, host and port alone. A default port written out (http://app.example:80) is the
+    // same origin; browsers send it without the port, as `origin` writes it.
+    const bare = url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password;
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !bare) {
+      throw new Error(`expected origins like http://app.example:3000 (scheme, host and port only)${which}`);
     }
     return url.origin;
   });

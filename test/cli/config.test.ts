@@ -25,6 +25,20 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.equal(resolveConfig({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '25' } }).debug.tokenDelayMs, 25);
   });
 
+  test('sizes are at least a byte; origins take their default port written out, as browsers send them without it', () => {
+    const base = { dataDirFlag: '/tmp/x', env: {} };
+    assert.equal(resolveConfig({ ...base, flags: { bodyLimitBytes: '2MiB' } }).bodyLimitBytes, 2 * 1024 * 1024);
+    for (const size of ['0', '0.4', '0KiB']) {
+      assert.throws(() => resolveConfig({ ...base, flags: { bodyLimitBytes: size } }), /--body-limit: expected a size of at least 1 byte/, size);
+    }
+    assert.deepEqual(resolveConfig({ ...base, flags: { allowedOrigins: 'http://app.example:80,https://b.example:443,http://c.example:3000/' } }).allowedOrigins,
+      ['http://app.example', 'https://b.example', 'http://c.example:3000']);
+    for (const origin of ['http://app.example/path', 'ftp://app.example', 'http://user@app.example', 'http://app.example?x=1']) {
+      assert.throws(() => resolveConfig({ ...base, flags: { allowedOrigins: origin } }), /--allowed-origins: expected origins like/, origin);
+    }
+    assert.throws(() => resolveConfig({ ...base, flags: { allowedOrigins: 'http://ok.example,nope' } }), /\('nope' is not\)/);
+  });
+
   test('a stored setting applies at the next start, and a flag overrides it', { timeout: 60_000 }, () => withDataDir(async (dataDir) => {
     await withService({ dataDir }, async (service) => {
       await service.stop();
@@ -61,5 +75,9 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     const result = await runCli(['serve', '--data-dir', dataDir, '--retention', 'sometimes']);
     assert.equal(result.code, 2);
     assert.match(result.stderr, /--retention: expected a duration/);
+    // Checked before anything is opened: a body limit of 0 is a usage error, not Fastify's stack trace.
+    const zero = await runCli(['serve', '--data-dir', dataDir, '--body-limit', '0', '--json']);
+    assert.equal(zero.code, 2, zero.stderr);
+    assert.equal((JSON.parse(zero.stdout) as { error: { code: string } }).error.code, 'invalid_usage');
   }));
 });
