@@ -62,6 +62,21 @@ export function beginJsonDocument(): void {
   jsonDocumentBegun = true;
 }
 
+let closedStdoutEndsCommand = true;
+
+/**
+ * Whether a reader that closes standard output early ends the command, as it quietly ends other
+ * command-line tools (`lmsp tasks events ID | head`). `lmsp serve` turns it off: its standard
+ * output holds at most one document, and a service does not stop because its reader left.
+ */
+export function stdoutClosedEndsCommand(): boolean {
+  return closedStdoutEndsCommand;
+}
+
+export function keepRunningWhenStdoutCloses(): void {
+  closedStdoutEndsCommand = false;
+}
+
 export function printJson(value: unknown): void {
   beginJsonDocument();
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);

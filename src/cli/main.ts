@@ -11,13 +11,15 @@ import { registerRun } from './commands/run.js';
 import { registerServe } from './commands/serve.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerTop } from './commands/top.js';
-import { EXIT_USAGE, printJson } from './context.js';
+import { EXIT_USAGE, printJson, stdoutClosedEndsCommand } from './context.js';
 
 // `lmsp tasks events ID | head`: a reader that stops early is no error; end quietly, as other
 // command-line tools do (a streaming `lmsp run` then cancels its task, as on a disconnect).
+// Not for `lmsp serve`: exiting there ran the logger's exit-time flush into the same closed
+// pipe (`serve --json 2>&1 | head`), which retries forever and left a service that answered nothing.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   if (error.code !== 'EPIPE') throw error;
-  process.exit(0);
+  if (stdoutClosedEndsCommand()) process.exit(0);
 });
 
 const program = new Command();

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
 import { TaskEventBus } from '../../tasks/event-bus.js';
-import { action, CliError, dataDirOf, loadConfig, lockDataDirForThisProcess, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, keepRunningWhenStdoutCloses, loadConfig, lockDataDirForThisProcess, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 /** Why the service cannot listen where it was told to, and what to change; null for other errors. */
 function listenFailure(error: NodeJS.ErrnoException, config: ServiceConfig): string | null {
@@ -39,6 +39,7 @@ export function registerServe(program: Command): void {
     // A flag or LMSP_* variable that does not parse is a usage error before anything is created on disk.
     resolveConfig({ flags, dataDirFlag: options.dataDir });
     const dataDir = dataDirOf(options);
+    keepRunningWhenStdoutCloses();
     const bus = new TaskEventBus();
     // One service per data directory: take the lock (which creates the directory) before touching the database.
     const lock = lockDataDirForThisProcess(dataDir);
