@@ -23,7 +23,7 @@ import { registerPullRoutes } from './routes/pulls.js';
 import { registerClientRoutes } from './routes/clients.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
-import { countRefusedRequest, metricsOf, registerMetrics } from './metrics.js';
+import { countRefusedRequest, countRequests, metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
 import { lastEventIdOf } from './streams.js';
 
@@ -208,6 +208,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     },
   });
 
+  countRequests(app, metrics);
   guard = registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);
   // LMSP 2: a malformed Last-Event-ID is a 400 wherever it is sent, once the client is known.

@@ -178,24 +178,39 @@ export function metricsOf(context: AppContext): ServiceMetrics {
   return metrics;
 }
 
+/** The status a request is counted with whose client left before any answer (nginx's convention). */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 /**
- * Counts an answer the router gives before any route matched (a malformed percent-encoding, an
- * over-long id): Fastify runs no hooks for those, so `onResponse` never sees them.
+ * Counts a request once its connection is done with it, whether the answer ended or the client
+ * left first (an event stream it closed, a plain create it abandoned): Fastify's `onResponse`
+ * runs only for the first. `route` is the route pattern, never the raw URL, so ids make no series.
  */
-export function countRefusedRequest(metrics: ServiceMetrics, request: FastifyRequest, reply: FastifyReply): void {
+function countWhenClosed(metrics: ServiceMetrics, request: FastifyRequest, reply: FastifyReply, route: string): void {
   const started = performance.now();
   reply.raw.once('close', () => {
-    metrics.observeRequest(request.method, UNMATCHED_ROUTE, reply.raw.statusCode, (performance.now() - started) / 1000);
+    const status = reply.raw.headersSent ? reply.raw.statusCode : CLIENT_CLOSED_REQUEST;
+    metrics.observeRequest(request.method, route, status, (performance.now() - started) / 1000);
   });
 }
 
-/** `GET /metrics` (scope `metrics`, or `admin`) and the hook that counts every answer. */
-export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): void {
-  app.addHook('onResponse', async (request, reply) => {
-    // The route pattern, never the raw URL: ids would make a series per task.
-    const route = request.routeOptions.url ?? UNMATCHED_ROUTE;
-    metrics.observeRequest(request.method, route, reply.statusCode, reply.elapsedTime / 1000);
+/**
+ * Counts an answer the router gives before any route matched (a malformed percent-encoding, an
+ * over-long id): Fastify runs no hooks for those.
+ */
+export function countRefusedRequest(metrics: ServiceMetrics, request: FastifyRequest, reply: FastifyReply): void {
+  countWhenClosed(metrics, request, reply, UNMATCHED_ROUTE);
+}
+
+/** Counts every request that reaches the hooks; registered before any other hook, so refusals count too. */
+export function countRequests(app: FastifyInstance, metrics: ServiceMetrics): void {
+  app.addHook('onRequest', async (request, reply) => {
+    countWhenClosed(metrics, request, reply, request.routeOptions.url ?? UNMATCHED_ROUTE);
   });
+}
+
+/** `GET /metrics` (scope `metrics`, or `admin`). */
+export function registerMetrics(app: FastifyInstance, metrics: ServiceMetrics): void {
   app.get('/metrics', { config: { access: 'metrics' }, schema: { hide: true } }, async (_request, reply) => {
     reply.header('content-type', metrics.contentType).header('cache-control', 'no-store');
     return metrics.text();

@@ -128,6 +128,31 @@ describe('GET /metrics (LMSP 15)', () => {
       assert.equal(metrics.count('lmsp_http_request_duration_seconds', { method: 'GET', route: 'unmatched' }), 2);
     }));
 
+  test('requests their client leaves are counted when it leaves: a stream it closed with its 200, a plain create it abandoned with 499', () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
+      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 500 });
+      const reader = new AbortController();
+      const stream = await api(service, `/v1/tasks/${created.body.task.id}/events?stream=true`, { signal: reader.signal });
+      assert.equal(stream.status, 200);
+      for await (const frame of readSse(stream)) if (Number(frame.id) >= 3) break;
+      reader.abort();
+      const leaver = new AbortController();
+      const plain = api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'y', max_output_tokens: 500 }, signal: leaver.signal });
+      await waitFor(async () => (await service.client.listTasks({ status: ['queued', 'running'] })).data.length === 2, { what: 'the plain create to be written' });
+      leaver.abort();
+      await plain.catch(() => undefined);
+      const events = { method: 'GET', route: '/v1/tasks/:id/events' };
+      const creates = { method: 'POST', route: '/v1/responses' };
+      const metrics = await waitFor(async () => {
+        const now = await scrape(service.url, service.token);
+        return now.value('lmsp_http_requests_total', { ...creates, status: '499' }) === 1 ? now : null;
+      }, { what: 'the abandoned create to be counted' });
+      assert.equal(metrics.value('lmsp_http_requests_total', { ...events, status: '200' }), 1, 'the closed stream');
+      assert.equal(metrics.count('lmsp_http_request_duration_seconds', events), 1);
+      assert.equal(metrics.value('lmsp_http_requests_total', { ...creates, status: '202' }), 1, 'the background create');
+      assert.equal(metrics.count('lmsp_http_request_duration_seconds', creates), 2);
+    }));
+
   test('recovery at startup is counted by action; a resumed run counts only its new tokens and no first token', () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
       const resumed = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'a', max_output_tokens: 5000, background: true, on_restart: 'resume' })).body;
