@@ -23,7 +23,7 @@ import { registerPullRoutes } from './routes/pulls.js';
 import { registerClientRoutes } from './routes/clients.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerChatCompletionRoutes } from './routes/chat-completions.js';
-import { countRefusedRequest, countRequests, metricsOf, registerMetrics } from './metrics.js';
+import { CLIENT_CLOSED_REQUEST, countRefusedRequest, countRequests, metricsOf, registerMetrics } from './metrics.js';
 import { registerDashboard } from './dashboard.js';
 import { lastEventIdOf } from './streams.js';
 
@@ -163,6 +163,11 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'buffer' }, parseJson);
 
   app.setErrorHandler(async (error, request, reply) => {
+    // The client left while it sent its body: nobody to answer, and no fault of the service's.
+    if ((error as NodeJS.ErrnoException).code === 'ECONNRESET' && request.raw.destroyed) {
+      request.log.info({ url: request.url }, 'the client left during its request');
+      return reply.code(CLIENT_CLOSED_REQUEST).send();
+    }
     // A method that may carry a body (QUERY) sent without Content-Type: Fastify refuses it
     // before any route, the unknown ones included (LMSP 2: never a 5xx for what a client sent).
     const serviceError = (error as FastifyError).code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE'

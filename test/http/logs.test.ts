@@ -8,6 +8,7 @@ import { describe, test } from 'node:test';
 import { LmspClient } from '../../src/api/client.js';
 import { api, pairClient, waitFor, withService } from '../helpers/service.js';
 import { collectSse } from '../helpers/sse.js';
+import { openSocket } from '../helpers/raw-http.js';
 
 interface LogLine {
   level: number;
@@ -97,6 +98,20 @@ describe('logs (LMSP 12)', () => {
         assert.equal(typeof line.ms, 'number', 'time in the previous status');
         assert.equal(line.from, statuses[statuses.indexOf(line.status!) - 1]);
       }
+    }));
+
+  test('a client that leaves in the middle of its body is logged at info, not as a failure of the service', () =>
+    withService({ env: { LMSP_LOG_FORMAT: 'json', LMSP_LOG_LEVEL: 'info' } }, async (service) => {
+      const { host } = new URL(service.url);
+      const socket = await openSocket(service.url);
+      socket.write(`POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${service.token}\r\n`
+        + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      socket.destroy();
+      const line = await waitFor(() => jsonLines(service.output()).find((entry) => entry.msg === 'the client left during its request'),
+        { what: 'the line of the abandoned request' });
+      assert.equal(line.level, 30);
+      assert.deepEqual(jsonLines(service.output()).filter((entry) => entry.level >= 50), [], 'no error line');
     }));
 
   test('recovery at startup logs each change with the status the task was left in', () =>
