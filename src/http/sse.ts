@@ -51,7 +51,8 @@ export function openEventStream(reply: FastifyReply, heartbeatMs: number, header
     ...set,
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',
-    connection: 'keep-alive',
+    // No Connection header of our own: Node writes keep-alive, or close when the request asked
+    // to close (RFC 9112 9.6), and then closes the socket after the stream.
     'x-accel-buffering': 'no',
     ...headers,
   });

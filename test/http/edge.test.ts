@@ -122,4 +122,22 @@ describe('timeouts chosen on purpose', () => {
       socket.destroy();
     }
   }));
+
+  test('an event stream asked with Connection: close closes the connection after its terminal event (RFC 9112 9.6)', () =>
+    withService({}, async (service) => {
+      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 3 });
+      const { host } = new URL(service.url);
+      const socket = await openSocket(service.url);
+      try {
+        const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+        const answer = await exchange(socket, `GET /v1/tasks/${created.body.task.id}/events?stream=true HTTP/1.1\r\nHost: ${host}\r\n`
+          + `Authorization: Bearer ${service.token}\r\nConnection: close\r\n\r\n`);
+        assert.equal(answer.status, 200);
+        assert.equal(answer.headers.connection, 'close');
+        assert.match(answer.body, /event: response\.incomplete/);
+        await Promise.race([closed, new Promise((_, reject) => setTimeout(() => reject(new Error('the connection stayed open')), 5000))]);
+      } finally {
+        socket.destroy();
+      }
+    }));
 });
