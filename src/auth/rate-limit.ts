@@ -9,10 +9,32 @@ export interface PairingAttempt {
   succeeded(): void;
 }
 
+/** Addresses kept before the ones whose window has passed are forgotten all at once. */
+const SWEEP_AT = 1024;
+
 export class FailureRateLimiter {
   private readonly attempts = new Map<string, number[]>();
+  private sweepAt = SWEEP_AT;
+  private sweptAt = 0;
 
   constructor(private readonly limit = 5, private readonly windowMs = 60_000) {}
+
+  /** How many addresses have failed attempts in their window (or not yet forgotten). */
+  get addresses(): number {
+    return this.attempts.size;
+  }
+
+  /**
+   * Forgets the addresses with no attempt left in the window, once there are many or a window
+   * has passed since the last sweep: bound beyond loopback, every address that tries once would
+   * otherwise stay for good.
+   */
+  private sweep(now: number): void {
+    if (this.attempts.size < this.sweepAt && now - this.sweptAt < this.windowMs) return;
+    for (const key of [...this.attempts.keys()]) this.recent(key, now);
+    this.sweptAt = now;
+    this.sweepAt = Math.max(SWEEP_AT, this.attempts.size * 2);
+  }
 
   private recent(key: string, now: number): number[] {
     const times = (this.attempts.get(key) ?? []).filter((time) => now - time < this.windowMs);
@@ -26,6 +48,7 @@ export class FailureRateLimiter {
    * attempts, else the attempt, counted as failed unless it succeeds.
    */
   begin(key: string, now = Date.now()): { retryAfterSeconds: number } | PairingAttempt {
+    this.sweep(now);
     const times = this.recent(key, now);
     if (times.length >= this.limit) {
       return { retryAfterSeconds: Math.max(1, Math.ceil((times[0]! + this.windowMs - now) / 1000)) };

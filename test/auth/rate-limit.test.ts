@@ -1,0 +1,31 @@
+/**
+ * LMSP 4: at most 5 failed pairing attempts a minute per remote address, counted before anything
+ * is awaited; an address whose minute has passed is forgotten, so the table stays bounded however
+ * many addresses try (the service bound beyond loopback).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { FailureRateLimiter } from '../../src/auth/rate-limit.js';
+
+describe('the pairing rate limiter (LMSP 4)', () => {
+  test('five failures a window per address, then the seconds to wait; a success is forgiven', () => {
+    const limiter = new FailureRateLimiter(5, 60_000);
+    for (let i = 0; i < 5; i++) assert.ok('succeeded' in limiter.begin('a', 1000 + i));
+    assert.deepEqual(limiter.begin('a', 2000), { retryAfterSeconds: 59 });
+    assert.ok('succeeded' in limiter.begin('b', 2000), 'another address has its own attempts');
+    assert.ok('succeeded' in limiter.begin('a', 61_000), 'the oldest failure left the window');
+    const forgiven = new FailureRateLimiter(1, 60_000);
+    const attempt = forgiven.begin('c', 0);
+    assert.ok('succeeded' in attempt);
+    attempt.succeeded();
+    assert.ok('succeeded' in forgiven.begin('c', 1), 'a success does not count');
+  });
+
+  test('addresses whose window has passed are forgotten, so many one-time addresses do not pile up', () => {
+    const limiter = new FailureRateLimiter(5, 60_000);
+    for (let i = 0; i < 5000; i++) limiter.begin(`2001:db8::${i.toString(16)}`, i);
+    assert.ok(limiter.addresses <= 5000);
+    limiter.begin('2001:db8::ffff:1', 120_000);
+    assert.equal(limiter.addresses, 1, 'only the address with an attempt in its window is kept');
+  });
+});
