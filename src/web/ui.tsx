@@ -36,6 +36,14 @@ export function PageHeading({ children }: { children: ComponentChildren }) {
   return <h1 ref={heading} tabIndex={-1}>{children}</h1>;
 }
 
+/**
+ * A table in a region of its own that scrolls sideways when the table is wider than the page:
+ * focusable and named, so a keyboard can scroll it too (axe: scrollable-region-focusable).
+ */
+export function TableRegion({ label, children }: { label: string; children: ComponentChildren }) {
+  return <div class="table-wrap" tabIndex={0} role="region" aria-label={label}>{children}</div>;
+}
+
 export function StatusBadge({ status }: { status: string }) {
   return <span class={`badge status-${status.replace(/[^a-z_]/g, '')}`}>{status}</span>;
 }

@@ -67,18 +67,34 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       for (const view of VIEWS) {
         await openView(page, service, view.hash, view.heading);
         if (view.hash === '#/') await page.getByTestId('tokens-total').filter({ hasText: '12' }).waitFor();
-        if (view.hash === '#/tasks') {
-          // The Client column names the client (the operator's token made the task), and the
-          // table fits the page at 1280 px instead of scrolling sideways.
-          await page.getByRole('cell', { name: 'operator', exact: true }).waitFor();
-          const overflow = await page.locator('.table-wrap').evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth);
-          assert.equal(overflow, 0, 'the tasks table scrolls sideways');
-        }
+        // The Client column names the client (the operator's token made the task).
+        if (view.hash === '#/tasks') await page.getByRole('cell', { name: 'operator', exact: true }).waitFor();
         if (view.hash === '#/chat') await page.getByText('does not serve stored chat completions').or(page.locator('table, .empty')).first().waitFor();
+        if (view.hash === '#/models') await page.getByRole('cell', { name: /^lmsp-tiny/ }).waitFor();
         if (view.hash === '#/clients') await page.getByRole('cell', { name: 'operator console (you)' }).waitFor();
+        // At 1280 px every table fits the page instead of scrolling sideways.
+        const overflow = await page.locator('.table-wrap').evaluateAll((wraps) => wraps.map((wrap) => wrap.scrollWidth - wrap.clientWidth));
+        assert.ok(overflow.every((pixels) => pixels <= 0), `a table of ${view.heading} scrolls sideways at 1280 px: ${overflow.join(', ')}`);
         await screenshot(page, `view-${view.heading.toLowerCase().replace(/ /g, '-')}`);
         await assertAccessible(page, view.heading);
       }
+
+      // A phone: every view fits 390 px (tables scroll inside regions a keyboard can reach), and
+      // every section stays in sight.
+      await page.setViewportSize({ width: 390, height: 844 });
+      for (const view of VIEWS) {
+        await openView(page, service, view.hash, view.heading);
+        if (view.hash === '#/clients') await page.getByRole('cell', { name: 'operator console (you)' }).waitFor();
+        assert.ok(await page.evaluate('document.documentElement.scrollWidth') as number <= 390, `${view.heading} is wider than 390 px`);
+        for (const name of [...VIEWS.map((other) => other.heading), 'Sign out']) {
+          const control = name === 'Sign out' ? page.getByRole('button', { name }) : page.getByRole('navigation').getByRole('link', { name });
+          const box = await control.boundingBox();
+          assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${name} is in sight on ${view.heading} at 390 px`);
+        }
+        await screenshot(page, `view-${view.heading.toLowerCase().replace(/ /g, '-')}-390`);
+        await assertAccessible(page, `${view.heading} at 390 px`);
+      }
+      await page.setViewportSize({ width: 1280, height: 900 });
 
       // Keyboard: on a page load the skip link is the first stop and leads to the view; a view
       // opened from the sections takes the focus on its heading.
@@ -93,6 +109,8 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       assert.equal(await page.evaluate('document.activeElement?.getAttribute("name")'), 'status-filter', 'then the status filter');
       await page.getByRole('link', { name: 'Models' }).click();
       await page.getByRole('heading', { level: 1, name: 'Models' }).waitFor();
+      // The heading takes the focus in an effect after the view renders: wait for it, with a deadline.
+      await page.waitForFunction("document.activeElement?.tagName === 'H1'", undefined, { timeout: 5000 }).catch(() => undefined);
       assert.equal(await page.evaluate('document.activeElement?.tagName'), 'H1');
 
       await page.getByRole('button', { name: 'Sign out' }).click();

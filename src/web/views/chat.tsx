@@ -6,7 +6,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { formatNumber } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, request } from '../session.js';
-import { Ago, Code, ErrorNotice, Notice, PageHeading, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, Notice, PageHeading, TableRegion, useApp, usePoll } from '../ui.js';
 import type { ChatCompletion, ChatMessage, List } from '../wire.js';
 import { REFRESH_MS } from './tasks.js';
 
@@ -78,7 +78,7 @@ export function ChatView({ completionId }: { completionId: string | null }) {
       {completionId && <CompletionDetail id={completionId} />}
       {list.data && list.data.data.length === 0 && <p class="empty">No stored chat completions.</p>}
       {list.data && list.data.data.length > 0 && (
-        <div class="table-wrap">
+        <TableRegion label="Stored chat completions">
           <table>
             <caption class="visually-hidden">Stored chat completions</caption>
             <thead><tr><th scope="col">Completion</th><th scope="col">Model</th><th scope="col">Finish reason</th><th scope="col">Tokens</th><th scope="col">Created</th></tr></thead>
@@ -94,7 +94,7 @@ export function ChatView({ completionId }: { completionId: string | null }) {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableRegion>
       )}
     </>
   );

@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { formatTime } from '../format.js';
 import { request } from '../session.js';
-import { Ago, Code, ErrorNotice, Notice, PageHeading, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, Notice, PageHeading, TableRegion, useApp, usePoll } from '../ui.js';
 import { SCOPES, type Client, type List, type PairingCode } from '../wire.js';
 
 const TTLS = [
@@ -110,7 +110,7 @@ export function ClientsView() {
       <p class="lead">Paired apps, agents and scripts. Revoking stops a token at once; the client's records stay.</p>
       <ErrorNotice error={clients.error} />
       {clients.data && (
-        <div class="table-wrap">
+        <TableRegion label="Paired clients">
           <table>
             <caption class="visually-hidden">Paired clients</caption>
             <thead>
@@ -129,7 +129,7 @@ export function ClientsView() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableRegion>
       )}
       <PairingCodeForm onMade={clients.refresh} />
     </>

@@ -9,7 +9,7 @@ import { formatBytes, formatCount } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, hasScope, request } from '../session.js';
 import { followTaskEvents } from '../stream.js';
-import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp, usePoll } from '../ui.js';
+import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, TableRegion, useApp, usePoll } from '../ui.js';
 import { isUnfinished, type List, type Model, type Service, type Task } from '../wire.js';
 import { applyEvents, PullProgress, type LiveState } from './task.js';
 import { REFRESH_MS } from './tasks.js';
@@ -103,12 +103,12 @@ export function ModelsView() {
       <p class="lead">GGUF files known by their SHA-256 digest. A model loads on first use and stays loaded for a while after its last one.</p>
       <ErrorNotice error={models.error} />
       {models.data && (
-        <div class="table-wrap">
+        <TableRegion label="Registered models">
           <table>
             <caption class="visually-hidden">Registered models</caption>
             <thead>
               <tr>
-                <th scope="col">Model</th><th scope="col">Status</th><th scope="col">Loaded</th><th scope="col">Size</th>
+                <th scope="col">Model</th><th scope="col">Status</th><th scope="col">Size</th>
                 <th scope="col">Architecture</th><th scope="col">Parameters</th><th scope="col">Quantization</th><th scope="col">Context</th><th scope="col">Digest</th>
               </tr>
             </thead>
@@ -116,19 +116,18 @@ export function ModelsView() {
               {models.data.data.map((model) => (
                 <tr key={model.id}>
                   <td><strong>{model.id}</strong>{model.path && <div class="path">{model.path}</div>}</td>
-                  <td><StatusBadge status={model.status} /></td>
-                  <td>{model.loaded ? 'yes' : 'no'}</td>
+                  <td><StatusBadge status={model.status} />{model.loaded && <div class="loaded">loaded</div>}</td>
                   <td>{formatBytes(model.size_bytes)}</td>
                   <td>{model.architecture ?? '-'}</td>
                   <td>{formatCount(model.parameters)}</td>
                   <td>{model.quantization ?? '-'}</td>
                   <td>{formatCount(model.context_length)}</td>
-                  <td><code class="digest" title={model.digest}>{model.digest.slice(0, 19)}…</code></td>
+                  <td><code class="digest" title={model.digest}>{model.digest.slice(0, 15)}…</code></td>
                 </tr>
               ))}
             </tbody>
           </table>
-        </div>
+        </TableRegion>
       )}
       {canWrite && service.data && <PullForm available={service.data.capabilities.model_pull !== false} onPulled={pulls.refresh} />}
       {!canWrite && <p class="help">Pulling and registering models needs the <code>models:write</code> scope.</p>}

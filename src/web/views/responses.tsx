@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { href, navigate } from '../router.js';
 import { hasScope, request } from '../session.js';
-import { Ago, Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, Notice, PageHeading, StatusBadge, TableRegion, useApp, usePoll } from '../ui.js';
 import type { List, Model, Response, Task } from '../wire.js';
 import { REFRESH_MS } from './tasks.js';
 
@@ -88,7 +88,7 @@ export function ResponsesView() {
         <ErrorNotice error={tasks.error} />
         {tasks.data && responses.length === 0 && <p class="empty">No responses yet.</p>}
         {responses.length > 0 && (
-          <div class="table-wrap">
+          <TableRegion label="Latest responses">
             <table>
               <caption class="visually-hidden">Latest responses</caption>
               <thead><tr><th scope="col">Response</th><th scope="col">Model</th><th scope="col">Task status</th><th scope="col">Created</th></tr></thead>
@@ -103,7 +103,7 @@ export function ResponsesView() {
                 ))}
               </tbody>
             </table>
-          </div>
+          </TableRegion>
         )}
       </section>
     </>

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { formatDuration } from '../format.js';
 import { href } from '../router.js';
 import { hasScope, request } from '../session.js';
-import { Ago, Code, ErrorNotice, PageHeading, StatusBadge, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, PageHeading, StatusBadge, TableRegion, useApp, usePoll } from '../ui.js';
 import type { Client, List, Task } from '../wire.js';
 
 export const REFRESH_MS = 1500;
@@ -43,7 +43,7 @@ function ClientCell({ id, names }: { id: string; names: ReadonlyMap<string, stri
 
 export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; caption: string; clientNames: ReadonlyMap<string, string> | null }) {
   return (
-    <div class="table-wrap">
+    <TableRegion label={caption}>
       <table>
         <caption>{caption}</caption>
         <thead>
@@ -71,7 +71,7 @@ export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; capt
           ))}
         </tbody>
       </table>
-    </div>
+    </TableRegion>
   );
 }
 
