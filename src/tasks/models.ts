@@ -10,6 +10,7 @@ import type { HashProgress } from '../models/hashing.js';
 import { modelNotFound, type InspectOptions } from '../models/registry.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import type { TaskCore } from './core.js';
+import { assertNotBeingPulled } from './pulls.js';
 
 /** What the model use cases need: the engine only to tell which models are loaded, when there is one. */
 export type ModelDeps = Pick<TaskCore, 'store' | 'registry'> & { engine?: Pick<Engine, 'loadedModelIds'> };
@@ -37,6 +38,7 @@ export async function registerModel(deps: ModelDeps, input: { path: string; id?:
   const outcome = await deps.store.idempotent(key, {
     prepare: () => deps.registry.inspect(input, options),
     effect: (_context, model) => {
+      assertNotBeingPulled(deps, model.id);
       deps.registry.insert(model);
       const view = modelView(deps, model, true);
       return { result: view, record: { answer: { status: 201, body: view } } };

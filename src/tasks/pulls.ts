@@ -39,8 +39,16 @@ export function taskLocation(taskId: string): string {
   return `/v1/tasks/${taskId}`;
 }
 
+/**
+ * An id an unfinished pull will register is taken already: a registration, like a second pull,
+ * gets 409 `model_exists` now rather than failing the pull once it has downloaded everything.
+ */
+export function assertNotBeingPulled(deps: Pick<PullDeps, 'store'>, id: string): void {
+  if (deps.store.pulls.countUnfinishedForModel(id) > 0) throw modelExists(id, 'is being pulled by an unfinished task');
+}
+
 function modelExists(id: string, why: string): ServiceError {
-  return new ServiceError('model_exists', `A model with id '${id}' ${why}; choose another id with \`id\`.`,
+  return new ServiceError('model_exists', `A model with id '${id}' ${why}; choose another id (\`id\` in the request, \`--id\` on the command line).`,
     { param: 'id', headers: { 'x-should-retry': 'false' } });
 }
 
@@ -50,7 +58,7 @@ function modelExists(id: string, why: string): ServiceError {
  */
 function assertIdFree(deps: PullDeps, id: string): void {
   if (deps.registry.get(id)) throw modelExists(id, 'is already registered');
-  if (deps.store.pulls.countUnfinishedForModel(id) > 0) throw modelExists(id, 'is being pulled by another unfinished task');
+  assertNotBeingPulled(deps, id);
   if (existsSync(modelPathOf(deps.registry.modelsDir, id))) throw modelExists(id, `has no record, but a file named ${id}.gguf is in the models directory (register it with \`lmsp models add\`)`);
 }
 

@@ -228,6 +228,12 @@ describe('model pulls (LMSP 5.1)', () => {
     const second = await pull({ source: url, id: 'pulled-busy' });
     assert.equal(second.status, 409);
     assert.equal(((await second.json()) as { error: { code: string } }).error.code, 'model_exists');
+    // A registration of the id the pull will register is refused now too, not the pull at its end.
+    const registered = await api(service, '/v1/models', { method: 'POST', json: { path: 'lmsp-tiny.gguf', id: 'pulled-busy' } });
+    assert.equal(registered.status, 409);
+    assert.deepEqual(Object.entries(((await registered.json()) as { error: { code: string; param: string } }).error).filter(([name]) => name === 'code' || name === 'param'),
+      [['code', 'model_exists'], ['param', 'id']]);
+    assert.equal((await api(service, '/v1/models/pulled-busy')).status, 404, 'nothing was registered');
     await api(service, `/v1/tasks/${first.id}/cancel`, { method: 'POST' });
     await finished(first.id);
   });
