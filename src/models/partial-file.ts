@@ -7,6 +7,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { constants } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { link, lstat, open, rename, rm, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
@@ -66,12 +67,24 @@ export const openPartialFile: OpenPartialSink = async (path, mode) => {
 /** The size of the partial file, 0 when there is none or when what has its name is not a regular file (a link is not followed). */
 export async function partialSize(path: string): Promise<number> {
   try {
-    const info = await lstat(path);
-    return info.isFile() ? info.size : 0;
+    return sizeOfRegularFile(await lstat(path));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
     throw error;
   }
+}
+
+/** The same, read now, for an event that reports it (`model.pull.resumed`); 0 for what cannot be read. */
+export function partialSizeNow(path: string): number {
+  try {
+    return sizeOfRegularFile(lstatSync(path));
+  } catch {
+    return 0;
+  }
+}
+
+function sizeOfRegularFile(info: { isFile(): boolean; size: number }): number {
+  return info.isFile() ? info.size : 0;
 }
 
 export interface HashedPrefix {

@@ -1,9 +1,10 @@
 /** Tasks of kind `model_pull` (LMSP 5.1): their events are `model.pull.*`. */
-import { rmSync, statSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { pullEvents, type PullSubject } from '../api/pull-events.js';
 import { toModelObject } from '../api/views.js';
 import type { Task } from '../domain/tasks.js';
 import { partialPathOf } from '../models/download.js';
+import { partialSizeNow } from '../models/partial-file.js';
 import type { Store } from '../store/index.js';
 import type { TaskKindHandler } from './task-machine.js';
 
@@ -13,14 +14,6 @@ export interface PullProgressReport {
   totalBytes: number | null;
   /** The worker continued from bytes already on disk (`model.pull.resumed`), not a plain report. */
   resumed?: boolean;
-}
-
-function bytesOnDisk(path: string): number {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0;
-  }
 }
 
 export function pullKind(store: Store): TaskKindHandler<PullSubject> {
@@ -49,7 +42,7 @@ export function pullKind(store: Store): TaskKindHandler<PullSubject> {
       cancelled: () => pullEvents.cancelled(),
       requeued: () => pullEvents.requeued(),
       // LMSP 5.1: after a restart, with the bytes already on disk (the worker continues from them).
-      resumed: ({ pull }) => pullEvents.resumed(bytesOnDisk(partialPathOf(pull.modelsDir, pull.modelId)), pull.resume?.totalBytes ?? null),
+      resumed: ({ pull }) => pullEvents.resumed(partialSizeNow(partialPathOf(pull.modelsDir, pull.modelId)), pull.resume?.totalBytes ?? null),
       progress: (_subject, report) => {
         const { downloadedBytes, totalBytes, resumed } = report as PullProgressReport;
         return resumed ? pullEvents.resumed(downloadedBytes, totalBytes) : pullEvents.progress(downloadedBytes, totalBytes);

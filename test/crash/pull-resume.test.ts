@@ -92,6 +92,9 @@ describe('a pull killed with SIGKILL (LMSP 5.1, 7.5)', () => {
       assert.deepEqual(readFileSync(outside), before, 'the file the link pointed to is untouched');
       const model = (await (await api(restarted, '/v1/models/crash-planted')).json()) as ModelObject;
       assert.equal(model.digest, DIGEST, 'the model is the whole file, fetched again');
+      // Nothing about the file the link named reaches the pull's client either.
+      const resumed = (await eventsOf(restarted, task.id)).filter((event) => event.type === 'model.pull.resumed');
+      assert.ok(resumed.every((event) => event.downloaded_bytes === 0), `resumed with ${resumed.map((event) => String(event.downloaded_bytes)).join(', ')} bytes`);
     }));
 
   test('a pull of the CLI without a service, killed, is continued by the service\'s next start with a Range request', async () => {
