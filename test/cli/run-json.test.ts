@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import type { ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
-import { withService } from '../helpers/service.js';
+import { LMSP_BIN, waitFor, withService } from '../helpers/service.js';
 
 describe('lmsp run --json (LMSP section 12: one JSON document on stdout)', () => {
   test('prints the finished response object alone, the one the service keeps', { timeout: 90_000 }, () =>
@@ -15,5 +16,22 @@ describe('lmsp run --json (LMSP section 12: one JSON document on stdout)', () =>
       assert.equal(printed.usage?.output_tokens, 7);
       const kept = (await service.client.getResponse(printed.id));
       assert.deepEqual(printed.output, kept.output);
+    }));
+
+  test('after Ctrl-C, prints the response as it ended, cancelled, once the worker has recorded the cancel', { timeout: 90_000 }, () =>
+    // The worker takes 1.5 s to act on a cancel (LMSP 12's debug delay), as a slow model would.
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15', LMSP_DEBUG_CANCEL_DELAY_MS: '1500' } }, async (service) => {
+      const child = spawn(process.execPath, [LMSP_BIN, 'run', 'lmsp-tiny', 'go', '--max-tokens', '5000', '--json', '--data-dir', service.dataDir],
+        { stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      await waitFor(async () => ((await service.client.listTasks({ status: ['running'] })).data[0]?.last_sequence_number ?? 0) > 8, { what: 'the generation to run' });
+      child.kill('SIGINT');
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      assert.equal(code, 130);
+      const printed = JSON.parse(output) as ResponseObject;
+      assert.equal(printed.status, 'cancelled', `printed ${printed.status} (task ${printed.task.status})`);
+      assert.equal(printed.task.status, 'cancelled');
+      assert.ok((printed.usage?.output_tokens ?? 0) > 0, 'with the text generated before the cancel');
     }));
 });

@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../api/types.js';
-import { RESTART_POLICIES, type RestartPolicy } from '../../domain/tasks.js';
+import { isFinal, RESTART_POLICIES, type RestartPolicy } from '../../domain/tasks.js';
+import type { LmspClient } from '../../api/client.js';
 import { action, CliError, EXIT_USAGE, numberOption, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface RunOptions extends CommonOptions {
@@ -18,6 +19,19 @@ interface RunOptions extends CommonOptions {
 
 function number(name: string, value: string | undefined, integer: boolean): number | undefined {
   return value === undefined ? undefined : numberOption(name, value, { integer });
+}
+
+/** How long `run` waits for a cancelled task to record its end before it prints what it has. */
+const CANCEL_WAIT_MS = 10_000;
+
+/** The response once its task has finished, or as it is when the wait runs out (or null, when it cannot be read). */
+async function finishedResponse(client: LmspClient, responseId: string): Promise<ResponseObject | null> {
+  const deadline = Date.now() + CANCEL_WAIT_MS;
+  for (;;) {
+    const response = await client.getResponse(responseId).catch(() => null);
+    if (!response || isFinal(response.task.status) || Date.now() > deadline) return response;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 export function registerRun(program: Command): void {
@@ -77,9 +91,10 @@ export function registerRun(program: Command): void {
       } catch (error) {
         if (!cancelling) throw error;
       }
-      // LMSP 12: --json is one JSON document: the response as it ended (read again after Ctrl-C).
+      // LMSP 12: --json is one JSON document: the response as it ended. After Ctrl-C the worker
+      // records the cancel within a second (LMSP 7.4): read the response again once it has.
       if (options.json) {
-        if (!final && responseId) final = await client.getResponse(responseId).catch(() => null);
+        if (!final && responseId) final = await finishedResponse(client, responseId);
         if (final) printJson(final);
       } else process.stdout.write('\n');
       if (final && showStats) {
