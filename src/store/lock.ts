@@ -36,7 +36,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
   } catch (error) {
     db.close();
     if ((error as { code?: string }).code?.startsWith('SQLITE_BUSY')) {
-      throw new DatabaseOpenError(`another lmsp service is already running with the data directory ${dataDir}; stop it, or choose another with --data-dir`,
+      throw new DatabaseOpenError(`another lmsp process holds the data directory ${dataDir} (a service, or a command such as lmsp models pull run without one); stop it, or choose another with --data-dir`,
         EXIT_DATABASE_UNAVAILABLE);
     }
     throw unusableDataDir(dataDir, error);

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
+import { withService } from '../helpers/service.js';
 
 function failureOf(result: CliResult): { code: string; message: string } {
   // With --json, serve writes its log on stderr: stdout is the one document.
@@ -70,5 +71,23 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
       assert.equal(result.code, 2, result.stderr);
       assert.match(result.stderr, /--port: expected an integer/);
       assert.ok(!existsSync(dataDir), 'no data directory was created');
+    }));
+
+  test('a data directory another lmsp process holds: exit 74 naming what holds it', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const second = await runCli(['serve', '--port', '0', '--json', '--data-dir', service.dataDir]);
+      assert.equal(second.code, 74, second.stderr);
+      assert.match(second.stderr, /^lmsp: another lmsp process holds the data directory .* \(a service, or a command such as lmsp models pull run without one\)/m);
+      assert.equal(failureOf(second).code, 'database_unavailable');
+      assertNoStackTrace(second);
+      assert.equal((await fetch(`${service.url}/healthz`)).status, 200, 'the first service goes on');
+    }));
+
+  test('lmsp models pull with a --digest that does not parse is a usage error, before any download', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      const result = await runCli(['models', 'pull', 'https://127.0.0.1:1/x.gguf', '--digest', 'sha256:nothex', '--json', '--data-dir', dataDir]);
+      assert.equal(result.code, 2, result.stderr);
+      assert.equal(failureOf(result).code, 'invalid_usage');
+      assert.match(result.stderr, /--digest: digest must be 'sha256:' followed by 64 hexadecimal digits/);
     }));
 });

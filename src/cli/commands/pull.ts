@@ -11,9 +11,9 @@ import type { LmspClient } from '../../api/client.js';
 import type { ModelObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { toModelObject, toTaskObject } from '../../api/views.js';
 import { ensureOperatorToken } from '../../auth/clients.js';
-import { pullSettingsFromEnvironment } from '../../models/pull-source.js';
+import { parseExpectedDigest, pullSettingsFromEnvironment } from '../../models/pull-source.js';
 import { createPull, PULL_CANCELLED, runPull } from '../../tasks/pulls.js';
-import { action, CliError, dataDirOf, lockDataDirForThisProcess, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, EXIT_USAGE, lockDataDirForThisProcess, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface PullOptions extends CommonOptions {
   id?: string;
@@ -173,6 +173,14 @@ export function registerModelPull(models: Command): void {
     .option('--id <id>', 'model id (default: from the file name)')
     .option('--digest <sha256:hex>', 'the expected sha256 digest; a file with another fails the pull'))
     .action(action(async (source: string, options: PullOptions) => {
+      // A value that does not parse is a usage error (exit 2), before anything is asked of a service.
+      if (options.digest !== undefined) {
+        try {
+          parseExpectedDigest(options.digest);
+        } catch (error) {
+          throw new CliError(`--digest: ${(error as Error).message}`, EXIT_USAGE);
+        }
+      }
       const bar = new PullBar('pulling', options.json === true);
       try {
         const client = await serviceClient(options);
