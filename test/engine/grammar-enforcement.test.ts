@@ -8,6 +8,7 @@ import { describe, test } from 'node:test';
 import { checkSchemaSupported } from '../../src/engine/grammar/constraint.js';
 import { runGeneration, sampling, withEngine } from '../helpers/engine.js';
 import { schemaViolation } from '../helpers/schema-validator.js';
+import { z } from 'zod';
 
 const short = { type: 'string', maxLength: 8 };
 
@@ -41,7 +42,21 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   }, required: ['code', 'word', 'quoted', 'any'] }],
   ['format', { type: 'object', properties: Object.fromEntries(['date', 'time', 'date-time', 'uuid', 'email', 'hostname', 'ipv4', 'uri']
     .map((format) => [format, { type: 'string', format }])), required: ['date', 'time', 'date-time', 'uuid', 'email', 'hostname', 'ipv4', 'uri'] }],
+  // What Zod 4 writes for z.email(), z.uuid(), z.iso.datetime(), z.iso.date(), z.ipv4(), z.hostname(), z.nanoid().
+  ['format with pattern, as Zod writes them', zodFormats()],
+  ['format, pattern and lengths together', { type: 'object', properties: {
+    mail: { type: 'string', format: 'email', maxLength: 18 },
+    word: { type: 'string', pattern: '^[a-z]+$', minLength: 3, maxLength: 5 },
+    guarded: { type: 'string', pattern: '^(?!x)(?!.*--)[a-z-]{3,8}$' },
+  }, required: ['mail', 'word', 'guarded'] }],
 ];
+
+function zodFormats(): Record<string, unknown> {
+  const shape = z.object({
+    email: z.email(), uuid: z.uuid(), when: z.iso.datetime(), day: z.iso.date(), ip: z.ipv4(), host: z.hostname(), id: z.nanoid(),
+  });
+  return z.toJSONSchema(shape) as Record<string, unknown>;
+}
 
 /** Two seeds per schema, more until one completes: every complete output is checked. */
 const SEEDS = [1, 2, 3, 4, 5, 6];

@@ -92,6 +92,13 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['a map', { type: 'object', additionalProperties: { type: 'boolean' }, maxProperties: 3 }],
     ['a pattern', { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(x|y)?$' }],
     ['a format', { type: 'string', format: 'date-time' }],
+    // Zod 4 writes its string formats as format and pattern together.
+    ['format with pattern (Zod\'s e-mail, with lookaheads)', { type: 'string', format: 'email', pattern: "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$", maxLength: 254 }],
+    ['format with pattern (Zod\'s uuid)', { type: 'string', format: 'uuid', pattern: '^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$' }],
+    ['format with a length', { type: 'string', format: 'email', maxLength: 24 }],
+    ['a pattern with a length', { type: 'string', pattern: 'a+', minLength: 2 }],
+    ['a pattern that begins with lookaheads', { type: 'string', pattern: '^(?!x)(?!.*--)[a-z-]{3,8}$' }],
+    ['a format lmsp does not know, beside the pattern that says what it is', { type: 'string', format: 'nanoid', pattern: '^[a-zA-Z0-9_-]{21}$' }],
   ];
   for (const [name, schema] of supported) {
     test(`supported: ${name}`, () => assert.deepEqual(checkSchemaSupported(schema), { ok: true }));
@@ -103,10 +110,13 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['patternProperties', { type: 'object', patternProperties: { '^x': {} } }, 'patternProperties', '/patternProperties'],
     ['contains', { type: 'array', contains: { type: 'string' } }, 'contains', '/contains'],
     ['an unknown format', { type: 'string', format: 'ipv6' }, 'format', '/format'],
-    ['format with a length', { type: 'string', format: 'date', maxLength: 5 }, 'maxLength', '/maxLength'],
-    ['a pattern with a lookahead', { type: 'string', pattern: '(?=a)b' }, 'pattern', '/pattern'],
+    ['format with a length no value of it has', { type: 'string', format: 'date', maxLength: 5 }, 'maxLength', '/maxLength'],
+    ['format with a pattern no value of it matches', { type: 'string', format: 'date', pattern: '^x' }, 'pattern', '/pattern'],
+    ['a pattern with a lookahead not at the start', { type: 'string', pattern: '^a(?=a)b' }, 'pattern', '/pattern'],
+    ['a pattern with a lookahead, not anchored', { type: 'string', pattern: '(?=a)b' }, 'pattern', '/pattern'],
     ['a pattern with a backreference', { type: 'string', pattern: '(a)\\1' }, 'pattern', '/pattern'],
-    ['a pattern with a length', { type: 'string', pattern: 'a+', minLength: 2 }, 'minLength', '/minLength'],
+    ['a pattern with a $ before more', { type: 'string', pattern: '(a$)b' }, 'pattern', '/pattern'],
+    ['an unknown format with a length only', { type: 'string', format: 'ipv6', maxLength: 40 }, 'format', '/format'],
     ['oneOf whose branches overlap', { oneOf: [{ type: 'number' }, { type: 'integer' }] }, 'oneOf', '/oneOf'],
     ['a fractional multipleOf', { type: 'number', multipleOf: 0.01 }, 'multipleOf', '/multipleOf'],
     ['a remote $ref', { $ref: 'https://example.com/schema.json' }, '$ref', '/$ref'],

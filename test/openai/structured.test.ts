@@ -57,6 +57,23 @@ describe('structured output and tools through the openai package', () => {
     }
   });
 
+  test('responses.parse with Zod\'s string formats (format and pattern together): valid e-mails, uuids, dates, addresses', { timeout: 180_000 }, async () => {
+    const Contact = z.object({
+      email: z.email().max(40), id: z.uuid(), seen: z.iso.datetime(), born: z.iso.date(), ip: z.ipv4(), site: z.hostname(),
+    });
+    let parsed = 0;
+    for (const seed of [1, 2, 3, 4]) {
+      const response = await client.responses.parse({
+        model: 'lmsp-tiny', input: 'A contact card.', text: { format: zodTextFormat(Contact, 'contact') }, max_output_tokens: 600, seed,
+      } as Parameters<typeof client.responses.parse>[0] & { seed: number });
+      if (response.status !== 'completed') continue;
+      parsed += 1;
+      assert.ok(response.output_parsed, response.output_text);
+      assert.deepEqual(Contact.parse(response.output_parsed), response.output_parsed, response.output_text);
+    }
+    assert.ok(parsed >= 2, `${parsed} of 4 seeds completed within 600 tokens`);
+  });
+
   test('responses.create with tools and a forced tool_choice: function_call items with valid arguments', { timeout: 120_000 }, async () => {
     const response = await client.responses.create({
       model: 'lmsp-tiny', input: 'What is 2 + 3?', tools: [ADD, WEATHER], tool_choice: { type: 'function', name: 'add' }, parallel_tool_calls: false, max_output_tokens: 300,

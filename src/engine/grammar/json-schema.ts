@@ -6,9 +6,10 @@
  * order, no undeclared properties, bounded numbers); it never generates an invalid one.
  */
 import { gbnfAlternatives, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
-import { jsonLiteral, JsonRules } from './json-values.js';
+import { formatPattern, jsonLiteral, JsonRules } from './json-values.js';
 import { boundedInteger, boundedNumber, multiplesOf, patternToGbnf, type NumberBounds } from './numbers.js';
-import { regexToGbnf, UnsupportedPattern, MAX_PATTERN_REPETITION } from './regex.js';
+import { dfaToGbnf, intersectAll, patternConstraints, stringsOf, trim, wholeMatches, withLength, WRITABLE, type Dfa } from './automaton.js';
+import { hasLookahead, nodeToGbnf, parsePattern, UnsupportedPattern, MAX_PATTERN_REPETITION, type ParsedPattern } from './regex.js';
 import {
   ANNOTATION_KEYWORDS, ARRAY_KEYWORDS, canonicalJson, declaredTypes, ENFORCED_KEYWORDS, isSchemaObject, literalSatisfies,
   NUMBER_KEYWORDS, OBJECT_KEYWORDS, pointerSegment, STRING_KEYWORDS, UnsupportedSchemaError, type JsonType, type Schema,
@@ -197,31 +198,61 @@ class SchemaScope {
     const minLength = nonNegativeInteger(schema, 'minLength', pointer) ?? 0;
     const maxLength = nonNegativeInteger(schema, 'maxLength', pointer);
     const hasLength = schema.minLength !== undefined || schema.maxLength !== undefined;
-    if (schema.format !== undefined) {
-      if (typeof schema.format !== 'string') unsupported('format', pointer, 'format must be a string');
-      if (hasLength || schema.pattern !== undefined) {
-        unsupported(schema.pattern !== undefined ? 'pattern' : hasLength && schema.minLength !== undefined ? 'minLength' : 'maxLength', pointer, 'format together with pattern, minLength or maxLength is not supported');
-      }
-      const format = this.json.format(schema.format);
-      if (!format) unsupported('format', pointer, `format ${JSON.stringify(schema.format)} is not supported`);
-      return this.rules.define(`string-${schema.format}`, `"\\"" ${format} "\\""`);
-    }
-    if (schema.pattern !== undefined) {
-      if (typeof schema.pattern !== 'string') unsupported('pattern', pointer, 'pattern must be a string');
-      if (hasLength) unsupported(schema.minLength !== undefined ? 'minLength' : 'maxLength', pointer, 'minLength or maxLength together with pattern is not supported');
-      try {
-        return this.rules.define('string-pattern', `"\\"" ${regexToGbnf(schema.pattern, this.rules)} "\\""`);
-      } catch (error) {
-        if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(schema.pattern)} uses ${error.message}, which is not supported`);
-        throw error;
-      }
-    }
-    if (!hasLength) return this.json.string;
+    if (schema.format !== undefined && typeof schema.format !== 'string') unsupported('format', pointer, 'format must be a string');
+    if (schema.pattern !== undefined && typeof schema.pattern !== 'string') unsupported('pattern', pointer, 'pattern must be a string');
     if (maxLength !== null && maxLength < minLength) unsupported('maxLength', pointer, 'maxLength is below minLength');
+    const format = schema.format as string | undefined;
+    const pattern = schema.pattern as string | undefined;
+    const parsed = pattern === undefined ? null : this.parsePattern(pattern, pointer);
+    // One constraint alone is one GBNF expression; together (or a pattern with lookaheads) they
+    // are the intersection of their automata.
+    const constraints = [format, pattern, hasLength ? 'length' : undefined].filter((constraint) => constraint !== undefined).length;
+    if (constraints > 1 || (parsed && hasLookahead(parsed.node))) return this.intersection(schema, pointer, parsed, minLength, maxLength);
+    if (format !== undefined) {
+      const body = this.json.format(format);
+      if (!body) unsupported('format', pointer, `format ${JSON.stringify(format)} is not supported`);
+      return this.rules.define(`string-${format}`, `"\\"" ${body} "\\""`);
+    }
+    if (parsed) return this.rules.define('string-pattern', `"\\"" ${nodeToGbnf(parsed.node, this.rules)} "\\""`);
+    if (!hasLength) return this.json.string;
     if (minLength > MAX_REPETITION) unsupported('minLength', pointer, `minLength above ${MAX_REPETITION} is not supported`);
     // A cap below a larger maxLength still generates only valid strings.
     const max = maxLength === null ? null : Math.min(maxLength, MAX_REPETITION);
     return this.rules.define('string-bounded', `"\\"" ${this.rules.repeat(this.json.character, minLength, max)} "\\""`);
+  }
+
+  private parsePattern(pattern: string, pointer: string): ParsedPattern {
+    try {
+      return parsePattern(pattern);
+    } catch (error) {
+      if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(pattern)} uses ${error.message}, which is not supported`);
+      throw error;
+    }
+  }
+
+  /**
+   * A string that satisfies its format, pattern and lengths at once: the product of their
+   * automata, narrowest first. Beside a format, a pattern is read as JSON Schema reads it, a
+   * search; alone (with lengths, or lookaheads) as a whole match, as the pattern alone is. A
+   * format lmsp does not know is taken as the pattern's name, when a pattern says what it is.
+   */
+  private intersection(schema: Schema, pointer: string, parsed: ParsedPattern | null, minLength: number, maxLength: number | null): string {
+    const format = schema.format as string | undefined;
+    const formatSource = format === undefined ? null : formatPattern(format);
+    if (format !== undefined && formatSource === null && !parsed) unsupported('format', pointer, `format ${JSON.stringify(format)} is not supported`);
+    const keyword = parsed ? 'pattern' : schema.minLength !== undefined ? 'minLength' : 'maxLength';
+    try {
+      const automata: Dfa[] = [];
+      if (formatSource !== null) automata.push(wholeMatches(parsePattern(formatSource).node));
+      if (parsed) automata.push(...patternConstraints(parsed, formatSource !== null));
+      let language = intersectAll(automata.length > 0 ? automata : [stringsOf(WRITABLE)]);
+      if (language && (minLength > 0 || maxLength !== null)) language = trim(withLength(language, minLength, maxLength));
+      if (!language) unsupported(keyword, pointer, 'no string satisfies its format, pattern, minLength and maxLength together');
+      return this.rules.define('string-constrained', `"\\"" ${dfaToGbnf(language, this.rules, 'string-state')} "\\""`);
+    } catch (error) {
+      if (error instanceof UnsupportedPattern) unsupported(keyword, pointer, `the string constraints at ${pointer || '/'} use ${error.message}, which is not supported`);
+      throw error;
+    }
   }
 
   private number(schema: Schema, pointer: string, integer: boolean): string {

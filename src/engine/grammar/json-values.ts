@@ -3,7 +3,8 @@
  * value, and the string formats the schema translation knows.
  */
 import { gbnfClass, gbnfLiteral, type GbnfRuleSet } from './gbnf.js';
-import { integerRange, MAX_FRACTION_DIGITS, MAX_INTEGER_DIGITS, patternToGbnf } from './numbers.js';
+import { MAX_FRACTION_DIGITS, MAX_INTEGER_DIGITS } from './numbers.js';
+import { regexToGbnf } from './regex.js';
 
 /**
  * Whitespace between tokens: nothing, a space, or a line break with some indentation. Bounded,
@@ -77,39 +78,41 @@ export class JsonRules {
 
   /** A string in one of the known formats (the text between the quotes), or null if unknown. */
   format(format: string): string | null {
-    const body = formatBody(format, this.rules);
-    return body === null ? null : this.rules.define(`format-${format}`, body);
+    const pattern = formatPattern(format);
+    return pattern === null ? null : this.rules.define(`format-${format}`, regexToGbnf(pattern, this.rules));
   }
 }
+
+/** A label of a host name: lowercase letters and digits. */
+const LABEL = '[a-z0-9]{1,20}';
+const DATE = '[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])';
+const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z';
+const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])';
 
 /**
- * Formats as a subset of what each means: dates with days 01 to 28 are valid in every month,
- * times and date-times carry `Z`, e-mail addresses and host names use lowercase letters and
- * digits. Every value generated is valid; not every valid value can be generated.
+ * Formats as a subset of what each means, written as regular expressions (whole matches): dates
+ * with days 01 to 28 are valid in every month, times and date-times carry `Z`, e-mail addresses
+ * and host names use lowercase letters and digits. Every value generated is valid; not every
+ * valid value can be generated. The same expressions are the grammar of a format alone and one
+ * side of its intersection with a `pattern` or lengths (automaton.ts).
  */
-function formatBody(format: string, rules: GbnfRuleSet): string | null {
-  const repeat = (expression: string, min: number, max: number) => rules.repeat(expression, min, max);
-  const date = `${repeat('[0-9]', 4, 4)} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | "1" [0-9] | "2" [0-8])`;
-  const time = `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." ${repeat('[0-9]', 1, 3)})? "Z"`;
-  const label = rules.define('label', repeat('[a-z0-9]', 1, 32));
-  const hex = (count: number) => repeat('[0-9a-f]', count, count);
-  switch (format) {
-    case 'date': return date;
-    case 'time': return time;
-    case 'date-time': return `${date} "T" ${time}`;
-    case 'uuid': return `${hex(8)} "-" ${hex(4)} "-" ${hex(4)} "-" ${hex(4)} "-" ${hex(12)}`;
-    case 'email': return `${label} "@" ${label} ${repeat(`"." ${label}`, 0, 2)} "." ${repeat('[a-z]', 2, 8)}`;
-    case 'hostname': return `${label} ${repeat(`"." ${label}`, 0, 3)}`;
-    case 'ipv4': {
-      const octet = rules.define('octet', patternToGbnf(integerRange(0n, 255n)!, rules));
-      return `${octet} "." ${octet} "." ${octet} "." ${octet}`;
-    }
-    case 'uri': return `"https://" ${label} ${repeat(`"." ${label}`, 0, 2)} "." ${repeat('[a-z]', 2, 8)} ${repeat(`"/" ${repeat('[a-z0-9._~-]', 0, 32)}`, 0, 4)}`;
-    default: return null;
-  }
-}
+const FORMAT_PATTERNS: Readonly<Record<string, string>> = {
+  date: DATE,
+  time: TIME,
+  'date-time': `${DATE}T${TIME}`,
+  uuid: '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}',
+  email: `${LABEL}@${LABEL}(\\.${LABEL}){0,2}\\.[a-z]{2,8}`,
+  hostname: `${LABEL}(\\.${LABEL}){0,3}`,
+  ipv4: `${OCTET}(\\.${OCTET}){3}`,
+  uri: `https://${LABEL}(\\.${LABEL}){0,2}\\.[a-z]{2,8}(/[a-z0-9._~-]{0,32}){0,4}`,
+};
 
-export const KNOWN_FORMATS = ['date', 'time', 'date-time', 'uuid', 'email', 'hostname', 'ipv4', 'uri'] as const;
+export const KNOWN_FORMATS = Object.keys(FORMAT_PATTERNS);
+
+/** The regular expression of a known format's values, or null. */
+export function formatPattern(format: string): string | null {
+  return Object.hasOwn(FORMAT_PATTERNS, format) ? FORMAT_PATTERNS[format]! : null;
+}
 
 /** A JSON literal: the text JSON.stringify writes for it. */
 export function jsonLiteral(value: unknown): string {

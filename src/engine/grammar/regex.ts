@@ -10,10 +10,10 @@ import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSe
 
 export class UnsupportedPattern extends Error {}
 
-type Ranges = Array<[number, number]>;
+export type Ranges = Array<[number, number]>;
 
 /** A set of characters: `ranges`, or everything but them. */
-interface CharSet {
+export interface CharSet {
   ranges: Ranges;
   negated: boolean;
 }
@@ -54,7 +54,7 @@ function contains(ranges: Ranges, codePoint: number): boolean {
 }
 
 /** The GBNF for one character of the set, as JSON string content. */
-function charSetToGbnf(set: CharSet): string {
+export function charSetToGbnf(set: CharSet): string {
   const allowed = (codePoint: number) => contains(set.ranges, codePoint) !== set.negated;
   const options: string[] = [];
   if (set.negated) {
@@ -71,56 +71,104 @@ function charSetToGbnf(set: CharSet): string {
   return gbnfAlternatives(options);
 }
 
-function literalCharacter(codePoint: number): string {
-  return charSetToGbnf({ ranges: [[codePoint, codePoint]], negated: false });
+function single(codePoint: number): CharSet {
+  return { ranges: [[codePoint, codePoint]], negated: false };
+}
+
+/**
+ * A regular expression as a tree: a character of a set, a sequence, alternatives, a repetition,
+ * or a lookahead (only the automata of `automaton.ts` take those, and only at the start).
+ */
+export type RegexNode =
+  | { kind: 'chars'; set: CharSet }
+  | { kind: 'sequence'; items: RegexNode[] }
+  | { kind: 'alternation'; options: RegexNode[] }
+  | { kind: 'repeat'; item: RegexNode; min: number; max: number | null }
+  | { kind: 'lookahead'; negated: boolean; body: RegexNode }
+  /** `$`: the string ends here (nothing that takes a character may follow it). */
+  | { kind: 'end' };
+
+export interface ParsedPattern {
+  node: RegexNode;
+  /** The pattern begins with `^`: its matches begin where the string does. */
+  startAnchored: boolean;
+}
+
+/**
+ * Refuses a `$` that something taking a character may follow (`(a$)b`, `(a$)+`): no string
+ * matches there, and the languages below would take it for an end in the middle.
+ */
+function assertEndsLast(node: RegexNode, followed: boolean): void {
+  switch (node.kind) {
+    case 'end':
+      if (followed) throw new UnsupportedPattern('$ before the end');
+      return;
+    case 'chars':
+      return;
+    case 'lookahead':
+      assertEndsLast(node.body, false);
+      return;
+    case 'alternation':
+      for (const option of node.options) assertEndsLast(option, followed);
+      return;
+    case 'repeat':
+      assertEndsLast(node.item, followed || node.max === null || node.max > 1);
+      return;
+    case 'sequence':
+      node.items.forEach((item, index) => {
+        const later = node.items.slice(index + 1).some((next) => next.kind !== 'end' && next.kind !== 'lookahead');
+        assertEndsLast(item, followed || later);
+      });
+  }
 }
 
 class RegexParser {
   private position = 0;
   private readonly chars: string[];
 
-  constructor(source: string, private readonly rules: GbnfRuleSet) {
+  constructor(source: string) {
     this.chars = [...source];
   }
 
-  parse(): string {
-    if (this.chars[0] === '^') this.position = 1;
-    const expression = this.alternation();
+  parse(): ParsedPattern {
+    const startAnchored = this.chars[0] === '^';
+    if (startAnchored) this.position = 1;
+    const node = this.alternation();
     if (this.position < this.chars.length) throw new UnsupportedPattern(`'${this.chars[this.position]}' at ${this.position}`);
-    return expression;
+    assertEndsLast(node, false);
+    return { node, startAnchored };
   }
 
   private peek(): string | undefined {
     return this.chars[this.position];
   }
 
-  private alternation(): string {
+  private alternation(): RegexNode {
     const options = [this.sequence()];
     while (this.peek() === '|') {
       this.position++;
       options.push(this.sequence());
     }
-    return gbnfAlternatives(options);
+    return options.length === 1 ? options[0]! : { kind: 'alternation', options };
   }
 
-  private sequence(): string {
-    const parts: string[] = [];
+  private sequence(): RegexNode {
+    const items: RegexNode[] = [];
     for (;;) {
       const char = this.peek();
       if (char === undefined || char === '|' || char === ')') break;
       if (char === '$') {
         this.position++;
-        const next = this.peek();
-        if (next !== undefined && next !== '|' && next !== ')') throw new UnsupportedPattern('$ before the end');
+        items.push({ kind: 'end' });
         continue;
       }
       if (char === '^') throw new UnsupportedPattern('^ after the start');
-      parts.push(this.quantified(this.atom()));
+      items.push(this.quantified(this.atom()));
     }
-    return gbnfSequence(parts);
+    return items.length === 1 ? items[0]! : { kind: 'sequence', items };
   }
 
-  private quantified(atom: string): string {
+  private quantified(atom: RegexNode): RegexNode {
     const char = this.peek();
     let min = 1;
     let max: number | null = 1;
@@ -139,37 +187,42 @@ class RegexParser {
     } else {
       return atom;
     }
+    if (atom.kind === 'lookahead' || atom.kind === 'end') throw new UnsupportedPattern('a quantified assertion');
     this.position++;
     if (this.peek() === '?') this.position++; // lazy: the language is the same
-    return this.rules.repeat(atom, min, max);
+    return { kind: 'repeat', item: atom, min, max };
   }
 
-  private atom(): string {
+  private atom(): RegexNode {
     const char = this.chars[this.position++]!;
     if (char === '(') {
+      let lookahead: boolean | null = null;
       if (this.peek() === '?') {
         const rest = this.chars.slice(this.position, this.position + 3).join('');
         if (rest.startsWith('?:')) this.position += 2;
-        else if (/^\?<[A-Za-z]/.test(rest)) {
+        else if (rest.startsWith('?=') || rest.startsWith('?!')) {
+          lookahead = rest[1] === '!';
+          this.position += 2;
+        } else if (/^\?<[A-Za-z]/.test(rest)) {
           while (this.peek() !== undefined && this.peek() !== '>') this.position++;
           this.position++;
         } else throw new UnsupportedPattern('lookarounds');
       }
       const inner = this.alternation();
       if (this.chars[this.position++] !== ')') throw new UnsupportedPattern('an unclosed group');
-      return `(${inner})`;
+      return lookahead === null ? inner : { kind: 'lookahead', negated: lookahead, body: inner };
     }
-    if (char === '[') return charSetToGbnf(this.charClass());
-    if (char === '.') return charSetToGbnf({ ranges: LINE_TERMINATORS, negated: true });
+    if (char === '[') return { kind: 'chars', set: this.charClass() };
+    if (char === '.') return { kind: 'chars', set: { ranges: LINE_TERMINATORS, negated: true } };
     if (char === '\\') {
       const set = this.escape(false);
-      return typeof set === 'number' ? literalCharacter(set) : charSetToGbnf(set);
+      return { kind: 'chars', set: typeof set === 'number' ? single(set) : set };
     }
     if ('*+?{}'.includes(char)) {
-      if (char === '{' || char === '}') return literalCharacter(char.codePointAt(0)!);
+      if (char === '{' || char === '}') return { kind: 'chars', set: single(char.codePointAt(0)!) };
       throw new UnsupportedPattern(`a quantifier without an atom`);
     }
-    return literalCharacter(char.codePointAt(0)!);
+    return { kind: 'chars', set: single(char.codePointAt(0)!) };
   }
 
   /** After a backslash: a code point, or a class escape. */
@@ -238,12 +291,41 @@ class RegexParser {
 
 export const MAX_PATTERN_REPETITION = 10_000;
 
-/** The GBNF of JSON string content that wholly matches `pattern`; throws UnsupportedPattern. */
-export function regexToGbnf(pattern: string, rules: GbnfRuleSet): string {
+/** Parses `pattern` into its tree; throws UnsupportedPattern for what the subset leaves out. */
+export function parsePattern(pattern: string): ParsedPattern {
   try {
     new RegExp(pattern, 'u');
   } catch {
     throw new UnsupportedPattern('not a valid regular expression');
   }
-  return new RegexParser(pattern, rules).parse();
+  return new RegexParser(pattern).parse();
+}
+
+/** Whether a pattern needs the automata: it begins with lookaheads (`^(?!...)`). */
+export function hasLookahead(node: RegexNode): boolean {
+  switch (node.kind) {
+    case 'chars': case 'end': return false;
+    case 'lookahead': return true;
+    case 'sequence': return node.items.some(hasLookahead);
+    case 'alternation': return node.options.some(hasLookahead);
+    case 'repeat': return hasLookahead(node.item);
+  }
+}
+
+/** GBNF of JSON string content matching a tree wholly; a lookahead is not expressible here. */
+export function nodeToGbnf(node: RegexNode, rules: GbnfRuleSet): string {
+  switch (node.kind) {
+    case 'chars': return charSetToGbnf(node.set);
+    case 'sequence': return gbnfSequence(node.items.map((item) => nodeToGbnf(item, rules)));
+    case 'alternation': return gbnfAlternatives(node.options.map((option) => nodeToGbnf(option, rules)));
+    case 'repeat': return rules.repeat(nodeToGbnf(node.item, rules), node.min, node.max);
+    // A whole match ends with the string: nothing to write.
+    case 'end': return '""';
+    case 'lookahead': throw new UnsupportedPattern('lookarounds');
+  }
+}
+
+/** The GBNF of JSON string content that wholly matches `pattern`; throws UnsupportedPattern. */
+export function regexToGbnf(pattern: string, rules: GbnfRuleSet): string {
+  return nodeToGbnf(parsePattern(pattern).node, rules);
 }
