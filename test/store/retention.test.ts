@@ -49,3 +49,39 @@ describe('retention probe (what decides whether a sweep starts at all)', () => {
     assert.equal(store.db.totalChanges(), after, 'reading changes nothing');
   }));
 });
+
+describe('sweeping a log longer than a batch (LMSP 10)', () => {
+  test('the task and its response go first, in one transaction; its log follows in later batches, across a restart too', () => withDataDir((dir) => {
+    let store = Store.open(dir);
+    const { response, task } = makeResponseAndTask();
+    const created = store.db.transaction((tx) => insertResponseTask(store, tx, response, task));
+    store.db.transaction((tx) => machineOf(store).cancel(tx, created.id));
+    // A long log: 2,500 more events after the two of the cancelled task.
+    store.db.transaction(() => {
+      for (let seq = 3; seq <= 2502; seq++) store.events.append(created.id, seq, 'response.output_text.delta', 1, { delta: 'x' });
+    });
+    store.db.sqlite.prepare('UPDATE tasks SET last_sequence_number = 2502, finished_at = 1000 WHERE id = ?').run(created.id);
+    const cutoff = 2000;
+    const logRows = () => store.db.sqlite.prepare('SELECT count(*) FROM task_log WHERE task_id = ?').pluck().get(created.id) as number;
+
+    const first = store.db.transaction(() => store.retention.sweepBatch(cutoff, 1000));
+    assert.equal(first.tasks, 1);
+    assert.equal(store.tasks.get(created.id), null, 'the task is gone at once');
+    assert.equal(store.responses.get(response.id), null, 'and its response');
+    assert.ok(logRows() > 0, 'its log is left for the next batches');
+    assert.equal(store.retention.countExpired(cutoff).events, logRows(), 'a dry run counts what is left of it');
+    assert.ok(store.retention.anythingExpired(cutoff, nowSeconds()), 'a sweep is still owed');
+
+    // The service stops here (a crash); the next start's sweep finishes the log.
+    store.db.sqlite.close();
+    store = Store.open(dir);
+    for (;;) {
+      const batch = store.db.transaction(() => store.retention.sweepBatch(cutoff, 1000));
+      assert.ok(batch.tasks * 3 + batch.events <= 1000, 'a batch keeps its bound');
+      if (batch.tasks === 0 && batch.events === 0) break;
+    }
+    assert.equal(logRows(), 0);
+    assert.equal(store.db.sqlite.prepare('SELECT count(*) FROM swept_task_logs').pluck().get(), 0);
+    assert.equal(store.retention.anythingExpired(cutoff, nowSeconds()), false);
+  }));
+});
