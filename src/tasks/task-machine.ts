@@ -80,7 +80,7 @@ export interface Interruption {
 export const SERVICE_RESTART: Interruption = {
   code: 'server_restarted',
   message: 'the service restarted before the task finished',
-  tooMany: (restarts, maxRestarts) => `the task was interrupted by a restart ${restarts} times (max_restarts is ${maxRestarts})`,
+  tooMany: (restarts, maxRestarts) => `the task was interrupted by a restart ${times(restarts)} (max_restarts is ${maxRestarts})`,
 };
 
 /**
@@ -88,11 +88,16 @@ export const SERVICE_RESTART: Interruption = {
  * service did not restart, so a task this fails gets `engine_error`, as a dead runner's task
  * always did, rather than `server_restarted`.
  */
+/** `once`, `twice`, `3 times`: a count of interruptions in a message. */
+function times(count: number): string {
+  return count === 1 ? 'once' : count === 2 ? 'twice' : `${count} times`;
+}
+
 export function engineExit(reason: string): Interruption {
   return {
     code: 'engine_error',
     message: reason,
-    tooMany: (restarts, maxRestarts) => `the task was interrupted ${restarts} times (max_restarts is ${maxRestarts}), the last time because ${reason}`,
+    tooMany: (restarts, maxRestarts) => `the task was interrupted ${times(restarts)} (max_restarts is ${maxRestarts}), the last time because ${reason}`,
   };
 }
 

@@ -169,7 +169,7 @@ describe('a runner process that dies: limits and cancels (LMSP 7.5, 7.4)', { ski
       assert.equal(final.task.status, 'failed');
       assert.equal(final.error?.code, 'engine_error');
       assert.equal(final.error?.message,
-        'the task was interrupted 2 times (max_restarts is 1), the last time because the engine process exited unexpectedly (signal SIGKILL)');
+        'the task was interrupted twice (max_restarts is 1), the last time because the engine process exited unexpectedly (signal SIGKILL)');
       const events = await assertLogIntact(service, response.task.id);
       assert.equal(statusTypes(events).filter((type) => type === 'response.resumed').length, 1);
     }));
