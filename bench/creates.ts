@@ -1,8 +1,10 @@
 /**
  * Durable creates: background creates answered 202 per second by lmsp (synchronous = FULL, each
  * answered only after the commit that holds its task), against a bare Fastify route that parses
- * the same JSON and answers without storing. Both are loaded the same way by autocannon with
- * many concurrent connections over HTTP, one after the other, several times.
+ * the same JSON and answers without storing, and against their floor: a bare route that writes
+ * the same rows through lmsp's store and does nothing else (floor-server.ts). All are loaded the
+ * same way by autocannon with many concurrent connections over HTTP, one after the other,
+ * several times.
  *
  * Two situations: the runner idle (the model load never finishes, so the tasks stay queued) and
  * the runner busy (each create asks for 1 token and the runner executes them while the load
@@ -96,19 +98,32 @@ async function measure(situation: Situation, variant: Variant): Promise<Measured
   }
 }
 
+/** The rate of a baseline server (bench/<name>.ts): warmed up, then loaded as lmsp is. */
+async function loadScript(name: string): Promise<number> {
+  const server = spawnScript(name);
+  try {
+    const { url } = await firstJsonLine<{ url: string }>(server);
+    await load(url, null, SITUATIONS.idle.body); // warm-up
+    const result = await load(url, null, SITUATIONS.idle.body);
+    if (result.non2xx > 0) throw new Error(`${result.non2xx} answers of ${name} were not 202`);
+    return result.rate;
+  } finally {
+    await stopChild(server);
+  }
+}
+
 export async function benchCreates(): Promise<Figure[]> {
   const bare: number[] = [];
+  const floor: number[] = [];
   const rates: Record<string, number[]> = {};
   const delays: Record<string, number[]> = {};
   const cpu: Record<string, number[]> = {};
   for (let run = 0; run < runs(); run++) {
-    const baseline = spawnScript('bare-server');
-    const { url } = await firstJsonLine<{ url: string }>(baseline);
-    await load(url, null, SITUATIONS.idle.body); // warm-up
-    const bareResult = await load(url, null, SITUATIONS.idle.body);
-    await stopChild(baseline);
-    bare.push(bareResult.rate);
-    const line = [`bare ${bareResult.rate.toFixed(0)}/s`];
+    const bareRate = await loadScript('bare-server');
+    const floorRate = await loadScript('floor-server');
+    bare.push(bareRate);
+    floor.push(floorRate);
+    const line = [`bare ${bareRate.toFixed(0)}/s`, `floor ${floorRate.toFixed(0)}/s`];
     for (const situation of Object.keys(SITUATIONS) as Situation[]) {
       const variants = Object.keys(VARIANTS) as Variant[];
       // Alternate which variant goes first from run to run.
@@ -147,8 +162,22 @@ export async function benchCreates(): Promise<Figure[]> {
       extra,
     };
   };
+  const floorValue = median(floor);
+  const idle = median(rates['idle, request thread']!);
   return [
     figure('Durable creates (202/s)', 'idle, request thread'),
     figure('Durable creates, runner busy with 1-token tasks (202/s)', 'busy, request thread'),
+    {
+      name: 'Durable creates: their floor (the same rows through the same store, nothing else) against the bare route (202/s)',
+      value: floorValue, baseline, unit: 'req/s', ratio: floorValue / baseline, target: 'reported', met: true,
+      how: 'bench/floor-server.ts: a bare Fastify route that writes each create\'s response, task and first event through lmsp\'s store (group commit, synchronous = FULL) and answers 202 after the commit, without authentication, validation, idempotency, model checks or metrics; loaded as the others',
+      samples: { value: floor, baseline: bare },
+    },
+    {
+      name: 'Durable creates against their floor (202/s)',
+      value: idle, baseline: floorValue, unit: 'req/s', ratio: idle / floorValue, target: 'reported', met: true,
+      how: 'lmsp\'s idle-runner figure above against the floor of the line above, same runs',
+      samples: { value: rates['idle, request thread']!, baseline: floor },
+    },
   ];
 }
