@@ -27,6 +27,19 @@ const toolCall = {
   },
 } as const;
 
+/**
+ * Items that must be of type `function`: one of another type is refused naming its `type`
+ * (OpenAI knows `custom` tools and calls, which lmsp does not serve), not the `function` field it
+ * has no reason to carry.
+ */
+function byFunctionType<T extends object>(schema: T) {
+  return {
+    if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } },
+    then: schema,
+    else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } },
+  } as const;
+}
+
 /** LMSP 6.2 `tools` of Chat Completions: functions only. */
 const functionTool = {
   type: 'object',
@@ -54,7 +67,8 @@ const message = {
     // As OpenAI answers them: an empty array of parts or of calls is 400 (`empty_array` there).
     content: { anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', minItems: 1, items: contentPart }] },
     name: { type: 'string' },
-    tool_calls: { type: 'array', minItems: 1, items: toolCall },
+    // A call of another type (custom, ...) is named by its type, not by the `function` it lacks, as tools are.
+    tool_calls: { type: 'array', minItems: 1, items: byFunctionType(toolCall) },
     tool_call_id: { type: 'string', minLength: 1 },
   },
 } as const;
@@ -104,8 +118,7 @@ export const createChatCompletionBody = {
       type: ['array', 'null'],
       minItems: 1,
       maxItems: 128,
-      // A tool of another type (custom, ...) is named by its type, not by the `function` it lacks, as the Responses schema does.
-      items: { if: { type: 'object', required: ['type'], properties: { type: { const: 'function' } } }, then: functionTool, else: { type: 'object', required: ['type'], properties: { type: { enum: ['function'] } } } },
+      items: byFunctionType(functionTool),
     },
     // Told apart by being an object, so that an error names the field at fault (a Responses-style
     // {type, name} lacks `function`), as the Responses schema does.

@@ -136,6 +136,7 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: 'r' }] }, 400, 'invalid_request', 'messages[1].tool_call_id'],
       [{ messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: 'r', tool_call_id: 'call_nope' }] }, 400, 'invalid_request', 'messages[1].tool_call_id'],
       [{ messages: [{ role: 'assistant', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f' } }] }] }, 400, 'invalid_request', 'messages[0].tool_calls[0].function.arguments'],
+      [{ messages: [{ role: 'assistant', tool_calls: [{ id: 'c1', type: 'custom', custom: { name: 'f', input: 'x' } }] }] }, 400, 'invalid_request', 'messages[0].tool_calls[0].type'],
       [{ response_format: { type: 'xml' } }, 400, 'invalid_request', 'response_format.type'],
       [{ response_format: { type: 'json_schema' } }, 400, 'invalid_request', 'response_format.json_schema'],
       [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } } }, 400, 'unsupported_schema', 'response_format.json_schema.schema'],

@@ -18,7 +18,8 @@ export const createEmbeddingBody = {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
       description: `A string, an array of strings, an array of token ids, or an array of arrays of token ids; 1 to ${MAX_EMBEDDING_INPUTS} inputs, none empty or longer than the model's context.`,
-      anyOf: [{ type: 'string' }, { type: 'array' }],
+      // One type list, so a wrong type (null, a number) is told both that are allowed.
+      type: ['string', 'array'],
     },
     encoding_format: { type: ['string', 'null'], enum: ['float', 'base64', null], description: 'float (default), or base64: little-endian float32 bytes.' },
     dimensions: { type: ['integer', 'null'], minimum: 1, description: "Truncate to this many dimensions and renormalise; at most the model's own." },
