@@ -35,7 +35,9 @@ program
   .exitOverride((error) => {
     if (error.exitCode === 0) process.exit(0);
     // commander has said what is wrong on stderr already.
-    if (process.argv.includes('--json')) printJson({ error: { code: 'invalid_usage', message: error.message.replace(/^error: /, '') } });
+    // A group without its command (`lmsp models`) gets its usage, which commander calls '(outputHelp)'.
+    const message = error.code === 'commander.help' ? 'a command is needed here: its usage is on standard error' : error.message.replace(/^error: /, '');
+    if (process.argv.includes('--json')) printJson({ error: { code: 'invalid_usage', message } });
     process.exit(EXIT_USAGE);
   })
   // `lmsp --data-dir D tasks ls` as well as `lmsp tasks ls --data-dir D`: the options every

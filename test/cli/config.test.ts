@@ -67,8 +67,16 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.deepEqual(rows.find((row) => row.setting === 'name'), { setting: 'name', value: 'from-env', source: 'LMSP_NAME' });
     const got = await runCli(['config', 'get', 'port', '--data-dir', dataDir]);
     assert.equal(got.code, 0, got.stderr);
-    assert.equal(got.stdout.trim(), '(not stored)');
+    assert.equal(got.stdout.trim(), '5677 (default)');
+    // get is a row of ls, value typed alike; set answers the row it makes.
+    const gotJson = await runCli(['config', 'get', 'port', '--json', '--data-dir', dataDir]);
+    assert.deepEqual(JSON.parse(gotJson.stdout), { setting: 'port', value: 5677, source: 'default' });
     assert.ok(!existsSync(dataDir), 'reading settings made no data directory');
+    const set = await runCli(['config', 'set', 'port', '6000', '--json', '--data-dir', dataDir]);
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual(JSON.parse(set.stdout), { setting: 'port', value: 6000, source: 'stored' });
+    const stored = await runCli(['config', 'get', 'port', '--json', '--data-dir', dataDir]);
+    assert.deepEqual(JSON.parse(stored.stdout), { setting: 'port', value: 6000, source: 'stored' });
   }));
 
   test('bad flags exit with a clear message and status 2', { timeout: 30_000 }, () => withDataDir(async (dataDir) => {

@@ -48,8 +48,17 @@ describe('lmsp --json when the command fails (LMSP 12)', () => {
         assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
         assert.equal(failureOf(result).code, 'invalid_usage', args.join(' '));
       }
-      const group = await runCli(['tasks', '--data-dir', dataDir]);
-      assert.equal(group.code, 2, 'a group without its subcommand is a usage error too');
+      // A group without its subcommand is a usage error too, with the options every command
+      // takes accepted: what is missing is the command, not --data-dir.
+      for (const name of ['tasks', 'models', 'clients', 'config']) {
+        const group = await runCli([name, '--data-dir', dataDir]);
+        assert.equal(group.code, 2, name);
+        assert.doesNotMatch(group.stderr, /unknown option/, name);
+        assert.match(group.stderr, new RegExp(`Usage: lmsp ${name}`), name);
+        const json = await runCli([name, '--json', '--data-dir', dataDir]);
+        assert.equal(json.code, 2, name);
+        assert.deepEqual(failureOf(json), { code: 'invalid_usage', message: 'a command is needed here: its usage is on standard error' }, name);
+      }
       assert.equal((await runCli(['--version'])).code, 0);
       assert.equal((await runCli(['tasks', '--help'])).code, 0);
     }));

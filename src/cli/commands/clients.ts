@@ -5,7 +5,9 @@ import { listClients, revokeClient } from '../../tasks/pairing.js';
 import { action, formatTime, openOffline, printJson, serviceClient, table, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function registerClients(program: Command): void {
-  const clients = program.command('clients').description('paired clients');
+  // The options every command takes parse here too, so `lmsp clients --data-dir D` without a
+  // subcommand is told what it lacks, not that --data-dir is unknown.
+  const clients = withCommonOptions(program.command('clients').description('paired clients'));
 
   withCommonOptions(clients.command('ls').description('list clients'))
     .action(action(async (options: CommonOptions) => {

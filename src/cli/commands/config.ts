@@ -23,28 +23,45 @@ function readStoredSettings(options: CommonOptions): StoredSettings {
   }
 }
 
+type SettingRow = {
+  setting: string;
+  value: unknown;
+  /** Where the value comes from: its `LMSP_*` variable, `stored` or `default`. */
+  source: string;
+};
+
+/** The effective value of each setting and where it comes from (flags aside: this command has none). */
+function settingRows(options: CommonOptions, stored: StoredSettings = readStoredSettings(options)): SettingRow[] {
+  const effective = describeConfig(resolveConfig({ flags: {}, dataDirFlag: options.dataDir, stored }));
+  return OPTIONS.map((option) => {
+    const name = option.flag.slice(2);
+    const source = process.env[option.env] ? option.env : stored[option.key] !== undefined ? 'stored' : 'default';
+    return { setting: name, value: effective[name.replace(/-/g, '_')] ?? option.defaultText, source };
+  });
+}
+
+function rowOf(rows: SettingRow[], option: OptionDefinition): SettingRow {
+  return rows.find((row) => row.setting === option.flag.slice(2))!;
+}
+
 export function registerConfig(program: Command): void {
-  const config = program.command('config').description('settings stored in the data directory (used when no flag or LMSP_* variable sets them)');
+  // The options every command takes parse here too, so `lmsp config --data-dir D` without a
+  // subcommand is told what it lacks, not that --data-dir is unknown.
+  const config = withCommonOptions(program.command('config').description('settings stored in the data directory (used when no flag or LMSP_* variable sets them)'));
 
   withCommonOptions(config.command('ls').description('effective settings and where each comes from'))
     .action(action((options: CommonOptions) => {
-      const stored = readStoredSettings(options);
-      const effective = describeConfig(resolveConfig({ flags: {}, dataDirFlag: options.dataDir, stored }));
-      const rows = OPTIONS.map((option) => {
-        const name = option.flag.slice(2);
-        const source = process.env[option.env] ? option.env : stored[option.key] !== undefined ? 'stored' : 'default';
-        return { setting: name, value: effective[name.replace(/-/g, '_')] ?? option.defaultText, source };
-      });
+      const rows = settingRows(options);
       if (options.json) printJson(rows);
       else process.stdout.write(`${table(rows, ['setting', 'value', 'source'])}\n`);
     }));
 
-  withCommonOptions(config.command('get <setting>').description('show one stored setting'))
+  // As a row of `config ls`: the effective value, typed as there, and where it comes from.
+  withCommonOptions(config.command('get <setting>').description('one setting: its effective value and where it comes from'))
     .action(action((name: string, options: CommonOptions) => {
-      const option = optionNamed(name);
-      const value = readStoredSettings(options)[option.key] ?? null;
-      if (options.json) printJson({ setting: option.flag.slice(2), value });
-      else process.stdout.write(`${value ?? '(not stored)'}\n`);
+      const row = rowOf(settingRows(options), optionNamed(name));
+      if (options.json) printJson(row);
+      else process.stdout.write(`${String(row.value)} (${row.source})\n`);
     }));
 
   withCommonOptions(config.command('set <setting> <value>').description('store a setting (takes effect at the next start)'))
@@ -58,7 +75,8 @@ export function registerConfig(program: Command): void {
       const store = openStore(options, true);
       store.db.transaction(() => store.config.set(STORED_CONFIG_PREFIX + option.key, value));
       store.db.sqlite.close();
-      if (options.json) printJson({ setting: option.flag.slice(2), value });
+      const row = rowOf(settingRows(options, { ...readStoredSettings(options), [option.key]: value }), option);
+      if (options.json) printJson(row);
       else process.stdout.write(`${option.flag.slice(2)} = ${value} (restart the service to apply)\n`);
     }));
 

@@ -70,7 +70,9 @@ function modelOf(outcome: ModelOutcome): ModelObject {
 }
 
 export function registerModels(program: Command): void {
-  const models = program.command('models').description('the model registry');
+  // The options every command takes parse here too, so `lmsp models --data-dir D` without a
+  // subcommand is told what it lacks, not that --data-dir is unknown.
+  const models = withCommonOptions(program.command('models').description('the model registry'));
 
   withCommonOptions(models.command('add <path>').description('register a GGUF file (hashes it; the file stays where it is)')
     .option('--id <id>', 'model id (default: from the file name)'))

@@ -45,7 +45,9 @@ function taskRows(tasks: TaskObject[]) {
 }
 
 export function registerTasks(program: Command): void {
-  const tasks = program.command('tasks').description('tasks and their event logs');
+  // The options every command takes parse here too, so `lmsp tasks --data-dir D` without a
+  // subcommand is told what it lacks, not that --data-dir is unknown.
+  const tasks = withCommonOptions(program.command('tasks').description('tasks and their event logs'));
 
   withCommonOptions(tasks.command('ls').description('list tasks, newest first')
     .option('--status <list>', 'comma-separated statuses, e.g. queued,running')
