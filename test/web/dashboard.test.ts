@@ -246,9 +246,20 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         await page.locator('.pull-progress progress').first().waitFor({ timeout: 30_000 });
         await screenshot(page, 'model-pull-progress');
         await assertAccessible(page, 'models (pulling)');
+        // The Pulls list names the model each pull registers, not only its task.
+        await page.locator('.pulls li').filter({ hasText: 'pulled-tiny' }).first().waitFor();
         await page.getByRole('cell', { name: 'pulled-tiny' }).waitFor({ timeout: 60_000 });
         const tasks = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
-        assert.ok(tasks.data.some((task) => (task.kind as string) === 'model_pull' && task.status === 'completed'));
+        const pull = tasks.data.find((task) => (task.kind as string) === 'model_pull' && task.status === 'completed');
+        assert.ok(pull);
+        // A pull's own page shows its download, not an empty text output, and counts its whole log.
+        await page.goto(`${service.url}/#/tasks/${pull.id}`);
+        await page.getByRole('heading', { level: 2, name: 'Download' }).waitFor();
+        assert.equal(await page.getByText('No output yet.').count(), 0);
+        await page.getByText(`${pull.last_sequence_number} events`).first().waitFor();
+        const shown = await page.locator('.facts div').filter({ hasText: 'Events' }).locator('dd').textContent();
+        assert.equal(shown, String(pull.last_sequence_number));
+        await assertAccessible(page, 'a pull task');
       });
     })));
 });

@@ -27,7 +27,7 @@ function PullRow({ task }: { task: Task }) {
   }, [task.id, isUnfinished(task.status)]);
   return (
     <li>
-      <a href={href('tasks', task.id)}><Code>{task.id}</Code></a> <StatusBadge status={task.status} />
+      <strong>{task.model}</strong> <StatusBadge status={task.status} /> <a href={href('tasks', task.id)}><Code>{task.id}</Code></a>
       {task.error && <span class="error-code"> {task.error.code}</span>}
       {isUnfinished(task.status) && <PullProgress pull={live.pull} />}
     </li>

@@ -146,7 +146,8 @@ export function TaskView({ taskId }: { taskId: string }) {
             <div><dt>Run time</dt><dd>{formatRunTime(task)}</dd></div>
             <div><dt>Attempt</dt><dd>{task.attempt}</dd></div>
             <div><dt>On restart</dt><dd>{task.on_restart}</dd></div>
-            <div><dt>Events</dt><dd>{task.last_sequence_number}</dd></div>
+            {/* The summary is read once; the log followed live may be further on. */}
+            <div><dt>Events</dt><dd>{Math.max(task.last_sequence_number, live.eventCount)}</dd></div>
             {task.error && <div><dt>Error</dt><dd><code>{task.error.code}</code> {task.error.message}</dd></div>}
           </dl>
           {isUnfinished(task.status) && (
@@ -157,13 +158,21 @@ export function TaskView({ taskId }: { taskId: string }) {
           {cancelMessage && <Notice>{cancelMessage}</Notice>}
         </section>
       )}
-      <section class="panel" aria-labelledby="task-output">
-        <h2 id="task-output">Output</h2>
-        <PullProgress pull={live.pull} />
-        {/* A polite live region, busy while text streams in: screen readers read it once settled. */}
-        <pre class="output" aria-live="polite" aria-busy={streaming ? 'true' : 'false'} data-testid="output">{live.text}</pre>
-        {!live.text && <p class="empty">{streaming ? 'No output yet.' : 'No output.'}</p>}
-      </section>
+      {task?.kind === 'model_pull' ? (
+        // A pull writes a file, not text: its progress is its output.
+        <section class="panel" aria-labelledby="task-output">
+          <h2 id="task-output">Download</h2>
+          <PullProgress pull={live.pull} />
+          {!live.pull && <p class="empty">{streaming ? 'Not started yet.' : 'No progress was reported.'}</p>}
+        </section>
+      ) : (
+        <section class="panel" aria-labelledby="task-output">
+          <h2 id="task-output">Output</h2>
+          {/* A polite live region, busy while text streams in: screen readers read it once settled. */}
+          <pre class="output" aria-live="polite" aria-busy={streaming ? 'true' : 'false'} data-testid="output">{live.text}</pre>
+          {!live.text && <p class="empty">{streaming ? 'No output yet.' : 'No output.'}</p>}
+        </section>
+      )}
       {task?.kind === 'response' && task.response_id && <ResponseDetails responseId={task.response_id} final={!streaming} />}
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
