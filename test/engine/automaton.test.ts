@@ -7,7 +7,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { accepts, intersectAll, patternConstraints, wholeMatches, withLength, trim, type Dfa } from '../../src/engine/grammar/automaton.js';
+import { accepts, intersectAll, MAX_WORK, patternConstraints, stepsOf, wholeMatches, withLength, trim, type Dfa } from '../../src/engine/grammar/automaton.js';
+import { checkSchemaSupported } from '../../src/engine/grammar/constraint.js';
+import { GbnfRuleSet } from '../../src/engine/grammar/gbnf.js';
+import { JsonSchemaTranslator } from '../../src/engine/grammar/json-schema.js';
+import { z } from 'zod';
 import { formatPattern } from '../../src/engine/grammar/json-values.js';
 import { parsePattern, UnsupportedPattern } from '../../src/engine/grammar/regex.js';
 
@@ -117,5 +121,35 @@ describe('automata of string constraints (LMSP 6.1: format, pattern and lengths 
     assert.throws(() => patternConstraints(parsePattern('(?!b)c'), true), UnsupportedPattern, 'a lookahead needs ^');
     // An a 20 characters before the end: a deterministic automaton needs 2^20 states.
     assert.throws(() => patternConstraints(parsePattern('^(a|b)*a(a|b){20}$'), false), /too large/);
+  });
+
+  test('bounded work: hostile patterns are refused at a fixed count of steps; Zod\'s formats use a fraction of it, equal fields once', () => {
+    const wide = Array.from({ length: 3000 }, (_, i) => String.fromCodePoint(0x4e00 + i * 2)).join('');
+    const hostile: Record<string, unknown> = {
+      'an a 13 characters before the end': { type: 'string', pattern: '^(?!z)(a|b)*a(a|b){13}$' },
+      'a class of 3,000 characters, 200 times': { type: 'string', pattern: `^(?!z)[${wide}]{1,200}$` },
+      '200 alternatives, 60 times': { type: 'string', pattern: `^(?!z)(${Array.from({ length: 200 }, (_, i) => String.fromCodePoint(0x4e00 + i * 3)).join('|')}){1,60}$` },
+      'a long lookahead under a complement': { type: 'string', pattern: '^(?=.{1,9000}$)(?!.*(ab|cd|ef|gh).*(ij|kl))[a-z]+$' },
+      'a length to count past the bound': { type: 'string', pattern: '^[a-z]{1,3000}$', minLength: 1, maxLength: 4000 },
+    };
+    for (const [name, schema] of Object.entries(hostile)) {
+      const result = checkSchemaSupported(schema);
+      assert.equal(result.ok, false, name);
+      if (!result.ok) assert.match(result.message, /too large to enforce/, name);
+    }
+    const translate = (schema: unknown) => () => new JsonSchemaTranslator(new GbnfRuleSet(1 << 30, () => {
+      throw new Error('too large');
+    })).translate(schema);
+    const properties = (z.toJSONSchema(z.object({
+      email: z.email().max(254), uuid: z.uuid(), when: z.iso.datetime(), day: z.iso.date(), ip: z.ipv4(), host: z.hostname(), short: z.email().max(30),
+    })) as { properties: Record<string, unknown> }).properties;
+    for (const [name, schema] of Object.entries(properties)) {
+      const steps = stepsOf(translate(schema));
+      assert.ok(steps < MAX_WORK / 2, `${name}: ${steps} steps`);
+      assert.equal(stepsOf(translate(schema)), steps, `${name}: counted, so the same every time`);
+    }
+    const one = stepsOf(translate(properties.email));
+    const hundred = stepsOf(translate({ type: 'object', properties: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`e${i}`, properties.email])) }));
+    assert.ok(hundred < one * 1.5, `100 equal fields: ${hundred} steps against ${one} for one`);
   });
 });

@@ -13,7 +13,9 @@ import { charSetToGbnf, UnsupportedPattern, type CharSet, type Ranges, type Rege
 
 const MAX_CODE_POINT = 0x10ffff;
 /** States of any one automaton, deterministic or not. */
-export const MAX_STATES = 20_000;
+export const MAX_STATES = 10_000;
+/** What making a state costs in steps: its set, key and record weigh more than a step. */
+const STATE_STEPS = 40;
 
 /** Every code point. */
 const EVERYTHING: Ranges = [[0, MAX_CODE_POINT]];
@@ -27,6 +29,49 @@ const PRINTABLE: Ranges = [[0x20, 0xd7ff], [0xe000, MAX_CODE_POINT]];
 
 function tooLarge(): never {
   throw new UnsupportedPattern('a combination too large to enforce');
+}
+
+/**
+ * Steps of work one schema's automata may take in all (states made, edges looked at, splits
+ * tried), counted, not timed, so that the same schema is accepted or refused alike on every
+ * machine, and no request holds the thread that answers the others for long (a refusal at the
+ * bound took 0.1-0.2 s on a 2-core machine; Zod's string formats take 1-15% of it).
+ */
+export const MAX_WORK = 1_000_000;
+/** Steps for all the strings of one schema (or all the tools of a request) together. */
+export const MAX_SCHEMA_WORK = 3 * MAX_WORK;
+let workLeft = Infinity;
+
+function spend(steps: number): void {
+  workLeft -= steps;
+  if (workLeft < 0) tooLarge();
+}
+
+/** The steps of work `build` takes (for tests and calibration); no budget applies meanwhile. */
+export function stepsOf(build: () => unknown): number {
+  const outer = workLeft;
+  workLeft = Number.MAX_SAFE_INTEGER;
+  try {
+    build();
+    return Number.MAX_SAFE_INTEGER - workLeft;
+  } finally {
+    workLeft = outer;
+  }
+}
+
+/**
+ * Runs `build` with at most `limit` steps of work for the automata it makes; inside another
+ * budget (a whole schema), what it spends comes out of that one too.
+ */
+export function withWorkBudget<T>(build: () => T, limit = MAX_WORK): T {
+  const outer = workLeft;
+  const allowed = Math.min(outer, limit);
+  workLeft = allowed;
+  try {
+    return build();
+  } finally {
+    workLeft = outer === Infinity ? Infinity : outer - (allowed - workLeft);
+  }
 }
 
 // Ranges: sorted, disjoint, inclusive [from, to] pairs.
@@ -67,8 +112,16 @@ function intersectRanges(a: Ranges, b: Ranges): Ranges {
   return out;
 }
 
+/** A set's ranges, made once however often a repetition copies its node. */
+const rangeCache = new WeakMap<CharSet, Ranges>();
+
 function rangesOf(set: CharSet): Ranges {
-  return set.negated ? complementOf(set.ranges) : normalize(set.ranges);
+  let ranges = rangeCache.get(set);
+  if (!ranges) {
+    ranges = set.negated ? complementOf(set.ranges) : normalize(set.ranges);
+    rangeCache.set(set, ranges);
+  }
+  return ranges;
 }
 
 // Non-deterministic automata (Thompson's construction).
@@ -89,6 +142,7 @@ class Nfa {
 
   add(): number {
     if (this.states.length >= MAX_STATES * 4) tooLarge();
+    spend(1);
     this.states.push({ epsilon: [], edges: [] });
     return this.states.length - 1;
   }
@@ -99,6 +153,7 @@ class Nfa {
       case 'chars': {
         const end = this.add();
         const ranges = rangesOf(node.set);
+        spend(ranges.length);
         if (ranges.length > 0) this.states[start]!.edges.push({ ranges, to: end });
         return end;
       }
@@ -176,14 +231,29 @@ function edgesFromIntervals(intervals: Array<{ from: number; to: number; target:
 /** The boundaries at which the edges of a state may change target, in order. */
 function boundaries(rangeLists: Ranges[]): number[] {
   const points = new Set<number>();
-  for (const ranges of rangeLists) for (const [from, to] of ranges) points.add(from).add(to + 1);
+  for (const ranges of rangeLists) {
+    spend(ranges.length);
+    for (const [from, to] of ranges) points.add(from).add(to + 1);
+  }
   return [...points].sort((a, b) => a - b);
 }
 
+/** The index of `value` in the sorted `points` (it is one of them). */
+function indexOf(points: readonly number[], value: number): number {
+  let low = 0;
+  let high = points.length - 1;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (points[middle]! < value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
 function determinize(nfa: Nfa, start: number, accept: number): Dfa {
-  const closure = (seeds: number[]): number[] => {
+  const closure = (seeds: Iterable<number>): number[] => {
     const seen = new Set(seeds);
-    const stack = [...seeds];
+    const stack = [...seen];
     while (stack.length > 0) {
       for (const next of nfa.states[stack.pop()!]!.epsilon) {
         if (!seen.has(next)) {
@@ -192,6 +262,7 @@ function determinize(nfa: Nfa, start: number, accept: number): Dfa {
         }
       }
     }
+    spend(seen.size);
     return [...seen].sort((a, b) => a - b);
   };
   const sets: number[][] = [];
@@ -202,6 +273,7 @@ function determinize(nfa: Nfa, start: number, accept: number): Dfa {
     let id = index.get(key);
     if (id === undefined) {
       if (states.length >= MAX_STATES) tooLarge();
+      spend(STATE_STEPS);
       id = states.length;
       index.set(key, id);
       sets.push(set);
@@ -213,12 +285,30 @@ function determinize(nfa: Nfa, start: number, accept: number): Dfa {
   for (let id = 0; id < states.length; id++) {
     const edges = sets[id]!.flatMap((member) => nfa.states[member]!.edges);
     const points = boundaries(edges.map((edge) => edge.ranges));
+    // The NFA targets of each interval between two boundaries, gathered range by range.
+    const targets: Array<Set<number> | undefined> = new Array(Math.max(0, points.length - 1));
+    for (const edge of edges) {
+      for (const [from, to] of edge.ranges) {
+        const first = indexOf(points, from);
+        const last = indexOf(points, to + 1);
+        // Two searches and the intervals between: a range costs more than one step.
+        spend(last - first + 8);
+        for (let k = first; k < last; k++) (targets[k] ??= new Set()).add(edge.to);
+      }
+    }
     const intervals: Array<{ from: number; to: number; target: number }> = [];
+    const closed = new Map<string, number>();
     for (let k = 0; k + 1 < points.length; k++) {
-      const from = points[k]!;
-      const to = points[k + 1]! - 1;
-      const targets = edges.filter((edge) => edge.ranges.some(([a, b]) => a <= from && to <= b)).map((edge) => edge.to);
-      if (targets.length > 0) intervals.push({ from, to, target: stateOf(closure(targets)) });
+      const here = targets[k];
+      if (!here) continue;
+      // Intervals with the same targets share their closure.
+      const key = [...here].sort((x, y) => x - y).join(',');
+      let target = closed.get(key);
+      if (target === undefined) {
+        target = stateOf(closure(here));
+        closed.set(key, target);
+      }
+      intervals.push({ from: points[k]!, to: points[k + 1]! - 1, target });
     }
     states[id]!.edges = edgesFromIntervals(intervals);
   }
@@ -262,6 +352,7 @@ export function intersect(a: Dfa, b: Dfa): Dfa {
     let id = index.get(key);
     if (id === undefined) {
       if (states.length >= MAX_STATES) tooLarge();
+      spend(STATE_STEPS);
       id = states.length;
       index.set(key, id);
       pairs.push([x, y]);
@@ -273,8 +364,10 @@ export function intersect(a: Dfa, b: Dfa): Dfa {
   for (let id = 0; id < states.length; id++) {
     const [x, y] = pairs[id]!;
     const edges: DfaState['edges'] = [];
+    spend(a.states[x]!.edges.length * b.states[y]!.edges.length + 1);
     for (const ea of a.states[x]!.edges) {
       for (const eb of b.states[y]!.edges) {
+        spend(ea.ranges.length + eb.ranges.length);
         const ranges = intersectRanges(ea.ranges, eb.ranges);
         if (ranges.length > 0) edges.push({ ranges, to: stateOf(ea.to, eb.to) });
       }
@@ -288,6 +381,7 @@ export function intersect(a: Dfa, b: Dfa): Dfa {
 export function complement(dfa: Dfa): Dfa {
   const sink = dfa.states.length;
   const states: DfaState[] = dfa.states.map((state) => {
+    spend(state.edges.length + 1);
     const covered = normalize(state.edges.flatMap((edge) => edge.ranges));
     const rest = complementOf(covered);
     return { accepting: !state.accepting, edges: [...state.edges, ...(rest.length > 0 ? [{ ranges: rest, to: sink }] : [])] };
@@ -336,51 +430,108 @@ export function trim(dfa: Dfa): Dfa | null {
   };
 }
 
-/** The smallest automaton of the same strings (Moore's partition refinement). */
+/**
+ * The smallest automaton of the same strings: Hopcroft's partition refinement over the atoms of
+ * the alphabet (the intervals no edge boundary splits), O(atoms × n log n) where Moore's rounds
+ * would take n rounds for a chain of n states (a counted repetition).
+ */
 export function minimize(dfa: Dfa): Dfa {
-  // Each state's ranges in order, with their target: the signature of a round reads them as they are.
-  const spans = dfa.states.map((state) => state.edges
-    .flatMap((edge) => edge.ranges.map(([from, to]) => [from, to, edge.to] as const))
-    .sort((x, y) => x[0] - y[0]));
-  let classes: number[] = dfa.states.map((state) => (state.accepting ? 1 : 0));
-  for (let count = new Set(classes).size; ;) {
-    const numbering = new Map<string, number>();
-    // The start state's class is numbered first, so that it stays state 0.
-    const next = spans.map((list, id) => {
-      let signature = String(classes[id]);
-      let last: { to: number; target: number } | null = null;
-      for (const [from, to, target] of list) {
-        const targetClass = classes[target]!;
-        if (last && last.target === targetClass && last.to + 1 === from) {
-          last.to = to;
-          continue;
-        }
-        if (last) signature += `-${last.to}>${last.target}`;
-        signature += `,${from}`;
-        last = { to, target: targetClass };
-      }
-      if (last) signature += `-${last.to}>${last.target}`;
-      let number = numbering.get(signature);
-      if (number === undefined) {
-        number = numbering.size;
-        numbering.set(signature, number);
-      }
-      return number;
-    });
-    classes = next;
-    if (numbering.size === count) break;
-    count = numbering.size;
-  }
-  const size = new Set(classes).size;
-  const states: DfaState[] = Array.from({ length: size }, () => ({ accepting: false, edges: [] }));
-  const done = new Set<number>();
+  const n = dfa.states.length;
+  const points = boundaries(dfa.states.flatMap((state) => state.edges.map((edge) => edge.ranges)));
+  const atoms = Math.max(0, points.length - 1);
+  // A dead state (n) takes every transition the automaton leaves out.
+  const dead = n;
+  const size = n + 1;
+  spend(size * atoms + 1);
+  const delta = new Int32Array(size * atoms).fill(dead);
   dfa.states.forEach((state, id) => {
-    const target = classes[id]!;
-    if (done.has(target)) return;
-    done.add(target);
-    states[target] = { accepting: state.accepting, edges: mergeEdges(state.edges.map((edge) => ({ ranges: edge.ranges, to: classes[edge.to]! }))) };
+    for (const edge of state.edges) {
+      for (const [from, to] of edge.ranges) {
+        for (let k = indexOf(points, from), last = indexOf(points, to + 1); k < last; k++) delta[id * atoms + k] = edge.to;
+      }
+    }
   });
-  return { states };
+  // Sources of each (atom, target): the inverse of delta.
+  const inverse = new Map<number, number[]>();
+  for (let state = 0; state < size; state++) {
+    for (let atom = 0; atom < atoms; atom++) {
+      const key = delta[state * atoms + atom]! * atoms + atom;
+      const list = inverse.get(key);
+      if (list) list.push(state);
+      else inverse.set(key, [state]);
+    }
+  }
+  // Blocks: accepting and not (the dead state is not accepting).
+  const blockOf = new Int32Array(size);
+  const blocks: number[][] = [[], []];
+  for (let state = 0; state < size; state++) {
+    const accepting = state < n && dfa.states[state]!.accepting;
+    blockOf[state] = accepting ? 1 : 0;
+    blocks[accepting ? 1 : 0]!.push(state);
+  }
+  if (blocks[1]!.length === 0) blocks.pop();
+  // The splitters still to use, (block, atom), and which are pending, by block * atoms + atom.
+  const queue: Array<[number, number]> = [];
+  const pending = new Set<number>();
+  const enqueue = (block: number, atom: number) => {
+    queue.push([block, atom]);
+    pending.add(block * atoms + atom);
+  };
+  const smaller = blocks.length === 2 && blocks[1]!.length < blocks[0]!.length ? 1 : 0;
+  for (let atom = 0; atom < atoms; atom++) enqueue(smaller, atom);
+  const touched = new Map<number, number[]>();
+  while (queue.length > 0) {
+    const [splitter, atom] = queue.pop()!;
+    pending.delete(splitter * atoms + atom);
+    touched.clear();
+    for (const target of blocks[splitter]!) {
+      for (const source of inverse.get(target * atoms + atom) ?? []) {
+        const block = blockOf[source]!;
+        const list = touched.get(block);
+        if (list) list.push(source);
+        else touched.set(block, [source]);
+      }
+    }
+    spend(touched.size + 1);
+    for (const [block, inside] of touched) {
+      const members = blocks[block]!;
+      if (inside.length === members.length) continue;
+      // Split: the states that lead into the splitter leave for a new block.
+      const moved = new Set(inside);
+      const stay = members.filter((state) => !moved.has(state));
+      spend(members.length);
+      const fresh = blocks.length;
+      blocks[block] = stay;
+      blocks.push(inside);
+      for (const state of inside) blockOf[state] = fresh;
+      // A block still pending as a splitter needs both halves pending; otherwise the smaller does.
+      const carry = inside.length < stay.length ? fresh : block;
+      for (let k = 0; k < atoms; k++) {
+        if (pending.has(block * atoms + k)) enqueue(fresh, k);
+        else enqueue(carry, k);
+      }
+    }
+  }
+  // Blocks numbered as first met from state 0, so the start stays state 0; the dead block goes.
+  const deadBlock = blockOf[dead]!;
+  const number = new Map<number, number>();
+  for (let state = 0; state < n; state++) {
+    const block = blockOf[state]!;
+    if (block !== deadBlock && !number.has(block)) number.set(block, number.size);
+  }
+  const states: DfaState[] = Array.from({ length: number.size }, () => ({ accepting: false, edges: [] }));
+  const done = new Set<number>();
+  for (let state = 0; state < n; state++) {
+    const block = blockOf[state]!;
+    if (block === deadBlock || done.has(block)) continue;
+    done.add(block);
+    const edges = dfa.states[state]!.edges
+      .filter((edge) => blockOf[edge.to] !== deadBlock)
+      .map((edge) => ({ ranges: edge.ranges, to: number.get(blockOf[edge.to]!)! }));
+    states[number.get(block)!] = { accepting: dfa.states[state]!.accepting, edges: mergeEdges(edges) };
+  }
+  // An automaton that accepts nothing keeps a start state that accepts nothing.
+  return states.length > 0 ? { states } : { states: [{ accepting: false, edges: [] }] };
 }
 
 function mergeEdges(edges: DfaState['edges']): DfaState['edges'] {
@@ -451,6 +602,7 @@ export function withLength(dfa: Dfa, min: number, max: number | null): Dfa {
     let id = index.get(key);
     if (id === undefined) {
       if (states.length >= MAX_STATES) tooLarge();
+      spend(STATE_STEPS);
       id = states.length;
       index.set(key, id);
       pairs.push([state, count]);
@@ -463,6 +615,7 @@ export function withLength(dfa: Dfa, min: number, max: number | null): Dfa {
     const [state, count] = pairs[id]!;
     const next = max === null ? Math.min(count + 1, cap) : count + 1;
     if (max !== null && next > max) continue;
+    spend(dfa.states[state]!.edges.length + 1);
     states[id]!.edges = dfa.states[state]!.edges.map((edge) => ({ ranges: edge.ranges, to: stateOf(edge.to, next) }));
   }
   return { states };
@@ -528,6 +681,7 @@ export function dfaToGbnf(automaton: Dfa, rules: GbnfRuleSet, hint: string): str
   const ends = dfa.states.map((state) => state.accepting && state.edges.length === 0);
   const bodyOf = (id: number): string => {
     const state = dfa.states[id]!;
+    spend(state.edges.reduce((sum, edge) => sum + edge.ranges.length, 1));
     const options = state.edges.map((edge) => {
       const chars = group(charSetToGbnf({ ranges: edge.ranges, negated: false }));
       return ends[edge.to] ? chars : `${chars} ${names[edge.to]}`;

@@ -5,6 +5,7 @@
  * call syntax. `none` with tools keeps the call syntax out of the text.
  */
 import type { OutputFormat, ToolChoice, ToolDefinition } from '../types.js';
+import { MAX_SCHEMA_WORK, withWorkBudget } from './automaton.js';
 import { gbnfAlternatives, gbnfClass, gbnfLiteral, GbnfRuleSet } from './gbnf.js';
 import { JsonSchemaTranslator } from './json-schema.js';
 import { UnsupportedSchemaError } from './schema-keywords.js';
@@ -63,7 +64,7 @@ export type SchemaSupport = { ok: true } | { ok: false; keyword: string; pointer
  */
 export function checkSchemaSupported(schema: unknown): SchemaSupport {
   try {
-    new JsonSchemaTranslator(newRules()).translate(schema);
+    withWorkBudget(() => new JsonSchemaTranslator(newRules()).translate(schema), MAX_SCHEMA_WORK);
     return { ok: true };
   } catch (error) {
     if (error instanceof UnsupportedSchemaError) return { ok: false, keyword: error.keyword, pointer: error.pointer, message: error.message };
@@ -75,6 +76,11 @@ export type ToolsSupport = SchemaSupport & { toolIndex?: number };
 
 /** Whether every tool has a usable name and parameters the grammar can enforce. */
 export function checkToolsSupported(tools: readonly ToolDefinition[]): ToolsSupport {
+  // One budget for all the tools of a request (automaton.ts: bounded work on the request thread).
+  return withWorkBudget(() => checkEachTool(tools), MAX_SCHEMA_WORK);
+}
+
+function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
   const names = new Set<string>();
   for (const [index, tool] of tools.entries()) {
     if (!TOOL_NAME.test(tool.name) || names.has(tool.name)) {
@@ -155,6 +161,11 @@ function callsAfterPrefix(rules: GbnfRuleSet, translator: JsonSchemaTranslator, 
 
 /** The grammar and the output layout of a generation; throws UnsupportedSchemaError. */
 export function constraintGrammar(constraint: GenerationConstraint, syntax: ToolCallSyntax): ConstraintGrammar {
+  // The request's checks gave its format and its tools a budget each: together they fit in two.
+  return withWorkBudget(() => buildConstraintGrammar(constraint, syntax), 2 * MAX_SCHEMA_WORK);
+}
+
+function buildConstraintGrammar(constraint: GenerationConstraint, syntax: ToolCallSyntax): ConstraintGrammar {
   const rules = newRules();
   const translator = new JsonSchemaTranslator(rules);
   const content = (): string | null => {

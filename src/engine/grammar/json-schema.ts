@@ -8,7 +8,7 @@
 import { gbnfAlternatives, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 import { formatPattern, jsonLiteral, JsonRules } from './json-values.js';
 import { boundedInteger, boundedNumber, multiplesOf, patternToGbnf, type NumberBounds } from './numbers.js';
-import { dfaToGbnf, intersectAll, patternConstraints, stringsOf, trim, wholeMatches, withLength, WRITABLE, type Dfa } from './automaton.js';
+import { dfaToGbnf, intersectAll, patternConstraints, stringsOf, trim, wholeMatches, withLength, withWorkBudget, WRITABLE, type Dfa } from './automaton.js';
 import { hasLookahead, nodeToGbnf, parsePattern, UnsupportedPattern, MAX_PATTERN_REPETITION, type ParsedPattern } from './regex.js';
 import {
   ANNOTATION_KEYWORDS, ARRAY_KEYWORDS, canonicalJson, declaredTypes, ENFORCED_KEYWORDS, isSchemaObject, literalSatisfies,
@@ -48,6 +48,9 @@ export class JsonSchemaTranslator {
   translate(root: unknown): string {
     return new SchemaScope(this, root).visit(root, '', new Set(), 0);
   }
+
+  /** The rule of each combination of string constraints met so far: equal fields cost one automaton. */
+  readonly stringRules = new Map<string, string>();
 
   refRule(key: string): string | undefined {
     return this.refRules.get(key);
@@ -237,18 +240,30 @@ class SchemaScope {
    * format lmsp does not know is taken as the pattern's name, when a pattern says what it is.
    */
   private intersection(schema: Schema, pointer: string, parsed: ParsedPattern | null, minLength: number, maxLength: number | null): string {
+    const key = JSON.stringify([schema.format ?? null, schema.pattern ?? null, minLength, maxLength]);
+    const known = this.translator.stringRules.get(key);
+    if (known) return known;
+    const rule = this.intersectionRule(schema, pointer, parsed, minLength, maxLength);
+    this.translator.stringRules.set(key, rule);
+    return rule;
+  }
+
+  private intersectionRule(schema: Schema, pointer: string, parsed: ParsedPattern | null, minLength: number, maxLength: number | null): string {
     const format = schema.format as string | undefined;
     const formatSource = format === undefined ? null : formatPattern(format);
     if (format !== undefined && formatSource === null && !parsed) unsupported('format', pointer, `format ${JSON.stringify(format)} is not supported`);
     const keyword = parsed ? 'pattern' : schema.minLength !== undefined ? 'minLength' : 'maxLength';
     try {
-      const automata: Dfa[] = [];
-      if (formatSource !== null) automata.push(wholeMatches(parsePattern(formatSource).node));
-      if (parsed) automata.push(...patternConstraints(parsed, formatSource !== null));
-      let language = intersectAll(automata.length > 0 ? automata : [stringsOf(WRITABLE)]);
-      if (language && (minLength > 0 || maxLength !== null)) language = trim(withLength(language, minLength, maxLength));
-      if (!language) unsupported(keyword, pointer, 'no string satisfies its format, pattern, minLength and maxLength together');
-      return this.rules.define('string-constrained', `"\\"" ${dfaToGbnf(language, this.rules, 'string-state')} "\\""`);
+      // Bounded work, however the pattern is written: this runs on the thread that answers requests.
+      return withWorkBudget(() => {
+        const automata: Dfa[] = [];
+        if (formatSource !== null) automata.push(wholeMatches(parsePattern(formatSource).node));
+        if (parsed) automata.push(...patternConstraints(parsed, formatSource !== null));
+        let language = intersectAll(automata.length > 0 ? automata : [stringsOf(WRITABLE)]);
+        if (language && (minLength > 0 || maxLength !== null)) language = trim(withLength(language, minLength, maxLength));
+        if (!language) unsupported(keyword, pointer, 'no string satisfies its format, pattern, minLength and maxLength together');
+        return this.rules.define('string-constrained', `"\\"" ${dfaToGbnf(language, this.rules, 'string-state')} "\\""`);
+      });
     } catch (error) {
       if (error instanceof UnsupportedPattern) unsupported(keyword, pointer, `the string constraints at ${pointer || '/'} use ${error.message}, which is not supported`);
       throw error;
