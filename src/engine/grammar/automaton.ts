@@ -9,9 +9,9 @@
  * as any schema the grammar cannot hold.
  */
 import { gbnfAlternatives, group, type GbnfRuleSet } from './gbnf.js';
-import { charSetToGbnf, UnsupportedPattern, type CharSet, type Ranges, type RegexNode } from './regex.js';
+import { complementRanges, intersectRanges, MAX_CODE_POINT, normalizeRanges, type Ranges } from './ranges.js';
+import { charSetToGbnf, UnsupportedPattern, type CharSet, type RegexNode } from './regex.js';
 
-const MAX_CODE_POINT = 0x10ffff;
 /** States of any one automaton, deterministic or not. */
 export const MAX_STATES = 10_000;
 /** What making a state costs in steps: its set, key and record weigh more than a step. */
@@ -74,51 +74,13 @@ export function withWorkBudget<T>(build: () => T, limit = MAX_WORK): T {
   }
 }
 
-// Ranges: sorted, disjoint, inclusive [from, to] pairs.
-
-function normalize(ranges: Ranges): Ranges {
-  const sorted = [...ranges].sort((a, b) => a[0] - b[0]);
-  const out: Ranges = [];
-  for (const [from, to] of sorted) {
-    const last = out.at(-1);
-    if (last && from <= last[1] + 1) last[1] = Math.max(last[1], to);
-    else out.push([from, to]);
-  }
-  return out;
-}
-
-function complementOf(ranges: Ranges): Ranges {
-  const out: Ranges = [];
-  let next = 0;
-  for (const [from, to] of normalize(ranges)) {
-    if (from > next) out.push([next, from - 1]);
-    next = to + 1;
-  }
-  if (next <= MAX_CODE_POINT) out.push([next, MAX_CODE_POINT]);
-  return out;
-}
-
-function intersectRanges(a: Ranges, b: Ranges): Ranges {
-  const out: Ranges = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length && j < b.length) {
-    const from = Math.max(a[i]![0], b[j]![0]);
-    const to = Math.min(a[i]![1], b[j]![1]);
-    if (from <= to) out.push([from, to]);
-    if (a[i]![1] < b[j]![1]) i++;
-    else j++;
-  }
-  return out;
-}
-
 /** A set's ranges, made once however often a repetition copies its node. */
 const rangeCache = new WeakMap<CharSet, Ranges>();
 
 function rangesOf(set: CharSet): Ranges {
   let ranges = rangeCache.get(set);
   if (!ranges) {
-    ranges = set.negated ? complementOf(set.ranges) : normalize(set.ranges);
+    ranges = set.negated ? complementRanges(set.ranges) : normalizeRanges(set.ranges);
     rangeCache.set(set, ranges);
   }
   return ranges;
@@ -217,6 +179,29 @@ export interface Dfa {
   states: DfaState[];
 }
 
+/**
+ * The states of an automaton under construction, numbered as first met: each key (a set of NFA
+ * states, a pair of states) becomes one state, with the item it stands for, within MAX_STATES.
+ */
+class StateNumbering<T> {
+  readonly states: DfaState[] = [];
+  readonly items: T[] = [];
+  private readonly ids = new Map<string, number>();
+
+  idOf(key: string, item: T, accepting: boolean): number {
+    let id = this.ids.get(key);
+    if (id === undefined) {
+      if (this.states.length >= MAX_STATES) tooLarge();
+      spend(STATE_STEPS);
+      id = this.states.length;
+      this.ids.set(key, id);
+      this.items.push(item);
+      this.states.push({ accepting, edges: [] });
+    }
+    return id;
+  }
+}
+
 /** `ranges` over the target of each code point: adjacent and equal targets merged into edges. */
 function edgesFromIntervals(intervals: Array<{ from: number; to: number; target: number }>): DfaState['edges'] {
   const byTarget = new Map<number, Ranges>();
@@ -225,7 +210,7 @@ function edgesFromIntervals(intervals: Array<{ from: number; to: number; target:
     list.push([from, to]);
     byTarget.set(target, list);
   }
-  return [...byTarget].map(([to, ranges]) => ({ ranges: normalize(ranges), to }));
+  return [...byTarget].map(([to, ranges]) => ({ ranges: normalizeRanges(ranges), to }));
 }
 
 /** The boundaries at which the edges of a state may change target, in order. */
@@ -265,22 +250,9 @@ function determinize(nfa: Nfa, start: number, accept: number): Dfa {
     spend(seen.size);
     return [...seen].sort((a, b) => a - b);
   };
-  const sets: number[][] = [];
-  const index = new Map<string, number>();
-  const states: DfaState[] = [];
-  const stateOf = (set: number[]): number => {
-    const key = set.join(',');
-    let id = index.get(key);
-    if (id === undefined) {
-      if (states.length >= MAX_STATES) tooLarge();
-      spend(STATE_STEPS);
-      id = states.length;
-      index.set(key, id);
-      sets.push(set);
-      states.push({ accepting: set.includes(accept), edges: [] });
-    }
-    return id;
-  };
+  const numbering = new StateNumbering<number[]>();
+  const { states, items: sets } = numbering;
+  const stateOf = (set: number[]): number => numbering.idOf(set.join(','), set, set.includes(accept));
   stateOf(closure([start]));
   for (let id = 0; id < states.length; id++) {
     const edges = sets[id]!.flatMap((member) => nfa.states[member]!.edges);
@@ -339,27 +311,14 @@ export function wholeMatches(node: RegexNode): Dfa {
 
 /** The strings made of the given characters only, any number of them. */
 export function stringsOf(ranges: Ranges): Dfa {
-  return { states: [{ accepting: true, edges: [{ ranges: normalize(ranges), to: 0 }] }] };
+  return { states: [{ accepting: true, edges: [{ ranges: normalizeRanges(ranges), to: 0 }] }] };
 }
 
 /** The strings both automata accept. */
 export function intersect(a: Dfa, b: Dfa): Dfa {
-  const index = new Map<string, number>();
-  const pairs: Array<[number, number]> = [];
-  const states: DfaState[] = [];
-  const stateOf = (x: number, y: number): number => {
-    const key = `${x},${y}`;
-    let id = index.get(key);
-    if (id === undefined) {
-      if (states.length >= MAX_STATES) tooLarge();
-      spend(STATE_STEPS);
-      id = states.length;
-      index.set(key, id);
-      pairs.push([x, y]);
-      states.push({ accepting: a.states[x]!.accepting && b.states[y]!.accepting, edges: [] });
-    }
-    return id;
-  };
+  const numbering = new StateNumbering<[number, number]>();
+  const { states, items: pairs } = numbering;
+  const stateOf = (x: number, y: number): number => numbering.idOf(`${x},${y}`, [x, y], a.states[x]!.accepting && b.states[y]!.accepting);
   stateOf(0, 0);
   for (let id = 0; id < states.length; id++) {
     const [x, y] = pairs[id]!;
@@ -382,8 +341,8 @@ export function complement(dfa: Dfa): Dfa {
   const sink = dfa.states.length;
   const states: DfaState[] = dfa.states.map((state) => {
     spend(state.edges.length + 1);
-    const covered = normalize(state.edges.flatMap((edge) => edge.ranges));
-    const rest = complementOf(covered);
+    const covered = normalizeRanges(state.edges.flatMap((edge) => edge.ranges));
+    const rest = complementRanges(covered);
     return { accepting: !state.accepting, edges: [...state.edges, ...(rest.length > 0 ? [{ ranges: rest, to: sink }] : [])] };
   });
   states.push({ accepting: true, edges: [{ ranges: EVERYTHING, to: sink }] });
@@ -537,7 +496,7 @@ export function minimize(dfa: Dfa): Dfa {
 function mergeEdges(edges: DfaState['edges']): DfaState['edges'] {
   const byTarget = new Map<number, Ranges>();
   for (const edge of edges) byTarget.set(edge.to, [...(byTarget.get(edge.to) ?? []), ...edge.ranges]);
-  return [...byTarget].map(([to, ranges]) => ({ ranges: normalize(ranges), to }));
+  return [...byTarget].map(([to, ranges]) => ({ ranges: normalizeRanges(ranges), to }));
 }
 
 /** Shortest and longest accepted lengths of a trimmed automaton (longest null: unbounded). */
@@ -594,22 +553,10 @@ export function withLength(dfa: Dfa, min: number, max: number | null): Dfa {
   if (max !== null) max = Math.min(max, fits);
   // Count the characters beside each state; past `min` without a `max` the count stops mattering.
   const cap = max ?? min;
-  const index = new Map<string, number>();
-  const pairs: Array<[number, number]> = [];
-  const states: DfaState[] = [];
-  const stateOf = (state: number, count: number): number => {
-    const key = `${state},${count}`;
-    let id = index.get(key);
-    if (id === undefined) {
-      if (states.length >= MAX_STATES) tooLarge();
-      spend(STATE_STEPS);
-      id = states.length;
-      index.set(key, id);
-      pairs.push([state, count]);
-      states.push({ accepting: dfa.states[state]!.accepting && count >= min && (max === null || count <= max), edges: [] });
-    }
-    return id;
-  };
+  const numbering = new StateNumbering<[number, number]>();
+  const { states, items: pairs } = numbering;
+  const stateOf = (state: number, count: number): number => numbering.idOf(`${state},${count}`, [state, count],
+    dfa.states[state]!.accepting && count >= min && (max === null || count <= max));
   stateOf(0, 0);
   for (let id = 0; id < states.length; id++) {
     const [state, count] = pairs[id]!;

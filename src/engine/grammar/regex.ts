@@ -6,11 +6,12 @@
  * escapes \d \w \s \D \W \S, groups, alternation, the quantifiers ? * + {n} {n,} {n,m}, and `^`
  * `$` at the ends. Backreferences, lookarounds, word boundaries and Unicode properties are not.
  */
+import { complementRanges, normalizeRanges, rangesContain, type Ranges } from './ranges.js';
 import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 
 export class UnsupportedPattern extends Error {}
 
-export type Ranges = Array<[number, number]>;
+export type { Ranges };
 
 /** A set of characters: `ranges`, or everything but them. */
 export interface CharSet {
@@ -18,7 +19,6 @@ export interface CharSet {
   negated: boolean;
 }
 
-const MAX_CODE_POINT = 0x10ffff;
 const DIGIT: Ranges = [[0x30, 0x39]];
 const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
 const SPACE: Ranges = [[0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x2028, 0x2029], [0xfeff, 0xfeff]];
@@ -27,42 +27,16 @@ const LINE_TERMINATORS: Ranges = [[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]];
 const MUST_ESCAPE: Ranges = [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]];
 const SHORT_ESCAPES = new Map<number, string>([[0x22, '\\"'], [0x5c, '\\\\'], [0x08, '\\b'], [0x09, '\\t'], [0x0a, '\\n'], [0x0c, '\\f'], [0x0d, '\\r']]);
 
-function normalize(ranges: Ranges): Ranges {
-  const sorted = [...ranges].sort((a, b) => a[0] - b[0]);
-  const out: Ranges = [];
-  for (const [from, to] of sorted) {
-    const last = out.at(-1);
-    if (last && from <= last[1] + 1) last[1] = Math.max(last[1], to);
-    else out.push([from, to]);
-  }
-  return out;
-}
-
-function complement(ranges: Ranges): Ranges {
-  const out: Ranges = [];
-  let next = 0;
-  for (const [from, to] of normalize(ranges)) {
-    if (from > next) out.push([next, from - 1]);
-    next = to + 1;
-  }
-  if (next <= MAX_CODE_POINT) out.push([next, MAX_CODE_POINT]);
-  return out;
-}
-
-function contains(ranges: Ranges, codePoint: number): boolean {
-  return ranges.some(([from, to]) => codePoint >= from && codePoint <= to);
-}
-
 /** The GBNF for one character of the set, as JSON string content. */
 export function charSetToGbnf(set: CharSet): string {
-  const allowed = (codePoint: number) => contains(set.ranges, codePoint) !== set.negated;
+  const allowed = (codePoint: number) => rangesContain(set.ranges, codePoint) !== set.negated;
   const options: string[] = [];
   if (set.negated) {
-    options.push(gbnfClass(normalize([...set.ranges, ...MUST_ESCAPE]), true));
+    options.push(gbnfClass(normalizeRanges([...set.ranges, ...MUST_ESCAPE]), true));
   } else {
-    const plain = normalize(set.ranges).flatMap(([from, to]): Ranges => {
+    const plain = normalizeRanges(set.ranges).flatMap(([from, to]): Ranges => {
       // The set minus the characters JSON must escape.
-      return complement(normalize([...complement([[from, to]]), ...MUST_ESCAPE]));
+      return complementRanges(normalizeRanges([...complementRanges([[from, to]]), ...MUST_ESCAPE]));
     });
     if (plain.length > 0) options.push(gbnfClass(plain));
   }
@@ -285,7 +259,7 @@ class RegexParser {
       ranges.push([from, from]);
       from = 0;
     }
-    return { ranges: normalize(ranges), negated };
+    return { ranges: normalizeRanges(ranges), negated };
   }
 }
 
