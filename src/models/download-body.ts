@@ -160,6 +160,11 @@ class BlockWriter {
   }
 
   private async writeQueued(): Promise<void> {
+    // Nothing of the loop runs before `writing` holds this promise. After a write error the loop
+    // awaits nothing (blocks are dropped unwritten): run at once, it cleared `writing` before
+    // `??=` stored the promise, which then never cleared, and `drain` awaited it in a loop of
+    // microtasks that starved the whole service.
+    await Promise.resolve();
     for (let block = this.queue.shift(); block; block = this.queue.shift() ?? this.takePartial()) {
       if (!this.error) {
         try {
