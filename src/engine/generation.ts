@@ -258,7 +258,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       if (settings.tokenDelayMs > 0) await sleep(settings.tokenDelayMs - (performance.now() - lastTokenAt));
       lastTokenAt = performance.now();
       throwIfCancelled(generation);
-      next = await sampler.step(sequence, token, generated);
+      next = await slot.step(() => sampler.step(sequence, token, generated));
     }
   } finally {
     rmSync(statePath(settings, taskId), { force: true });

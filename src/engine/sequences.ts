@@ -12,9 +12,16 @@ import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-
 export const PROMPT_CHUNK = 512;
 /** The context each sequence of the shared context may hold, at most (tokens). */
 export const SEQUENCE_CONTEXT = 2048;
+/** How long a step in a shared context waits for the steps of the other generating sequences. */
+export const STEP_WAIT_MS = 20;
 
 export interface SequenceLease {
   sequence: LlamaContextSequence;
+  /**
+   * Runs one decoding step of the generation (evaluate its last token and sample the next). In a
+   * shared context the steps of the sequences generating at once are decoded as one batch.
+   */
+  step<T>(evaluate: () => Promise<T>): Promise<T>;
   release(): Promise<void>;
 }
 
@@ -25,11 +32,91 @@ export interface SequenceSource {
   dispose(): Promise<void>;
 }
 
+/** What the step batchers of a shared context did, since it was first created. */
+export interface BatchingStats {
+  /** Decoding steps taken through `SequenceLease.step`. */
+  steps: number;
+  /** Groups of steps started together. */
+  batches: number;
+  /** Of those, the ones started when `STEP_WAIT_MS` ran out instead of when every sequence had come. */
+  waitedOut: number;
+}
+
+/**
+ * Lines up the decoding steps of the sequences of one context, so that node-llama-cpp decodes
+ * them as one batch: one pass over the weights for all of them, which is what a shared context is
+ * for. Left alone they did not line up: node-llama-cpp hands each sequence its sampled token as
+ * soon as that one is sampled, and its dispatch loop decodes whatever is queued when the batch
+ * before ends, so a sequence that got its token first was decoded again alone, and the others
+ * after it: 1.0 to 1.2 tokens a batch with 4 sequences generating, as slow as one (BENCHMARKS.md).
+ * Here a step waits until every generating sequence has come to its step, then all start
+ * together; one that does not come within `STEP_WAIT_MS` (saving its state, say) is not waited
+ * for. A prompt, or a sequence generating alone, never waits.
+ */
+export class StepBatcher {
+  /** Sequences that have taken a step and not been released: those a step waits for. */
+  private generating = 0;
+  /** The steps that have come and wait for the others. */
+  private arrived: Array<() => void> = [];
+  private timer: NodeJS.Timeout | null = null;
+  private starting: NodeJS.Immediate | null = null;
+
+  constructor(private readonly stats: BatchingStats = { steps: 0, batches: 0, waitedOut: 0 }) {}
+
+  async step<T>(first: boolean, evaluate: () => Promise<T>): Promise<T> {
+    this.stats.steps += 1;
+    if (first) this.generating += 1;
+    await new Promise<void>((resolve) => {
+      this.arrived.push(resolve);
+      this.startWhenComplete();
+    });
+    return evaluate();
+  }
+
+  /** A sequence that has taken steps is released: the others no longer wait for it. */
+  leave(): void {
+    this.generating -= 1;
+    this.startWhenComplete();
+  }
+
+  private startWhenComplete(): void {
+    if (this.arrived.length === 0) return;
+    // Started on the next turn: by then the batch that handed out these tokens has ended, and
+    // node-llama-cpp's dispatch loop with it, so all their decodes are queued for one new batch.
+    if (this.generating <= 1) this.start();
+    else if (this.arrived.length >= this.generating) this.startOnNextTurn();
+    else if (!this.starting) this.timer ??= setTimeout(this.waitedOut, STEP_WAIT_MS);
+  }
+
+  private readonly waitedOut = (): void => {
+    this.stats.waitedOut += 1;
+    this.start();
+  };
+
+  private startOnNextTurn(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.starting ??= setImmediate(this.start);
+  }
+
+  /** Lets every waiting step go in the same turn, so their decodes are queued for one batch. */
+  private readonly start = (): void => {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.starting) clearImmediate(this.starting);
+    this.timer = null;
+    this.starting = null;
+    const arrived = this.arrived;
+    this.arrived = [];
+    this.stats.batches += 1;
+    for (const go of arrived) go();
+  };
+}
+
 /** A context of its own for each generation, sized for it. */
 async function ownContext(model: LlamaModel, tokens: number, threads: number): Promise<SequenceLease> {
   const contextSize = Math.min(model.trainContextSize, Math.ceil((tokens + 1) / 256) * 256);
   const context = await model.createContext({ contextSize, batchSize: PROMPT_CHUNK, sequences: 1, threads });
-  return { sequence: context.getSequence(), release: () => context.dispose() };
+  return { sequence: context.getSequence(), step: (evaluate) => evaluate(), release: () => context.dispose() };
 }
 
 export function contextPerGeneration(threads: number): SequenceSource {
@@ -44,8 +131,8 @@ export function contextPerGeneration(threads: number): SequenceSource {
  * is created again, larger. A generation waits for a free sequence when all are taken (a
  * cancelled generation may still be stopping in one after its slot was given back).
  */
-export function sharedContext(sequences: number, threads: number): SequenceSource {
-  let shared: { model: LlamaModel; size: number; context: Promise<LlamaContext> } | null = null;
+export function sharedContext(sequences: number, threads: number, stats?: BatchingStats): SequenceSource {
+  let shared: { model: LlamaModel; size: number; context: Promise<LlamaContext>; batcher: StepBatcher } | null = null;
   let free = sequences;
   const waiters: Array<() => void> = [];
   const wake = () => waiters.shift()?.();
@@ -67,13 +154,15 @@ export function sharedContext(sequences: number, threads: number): SequenceSourc
         void drop();
       }
       if (!shared) {
-        const created = { model, size, context: model.createContext({ contextSize: size, batchSize: PROMPT_CHUNK, sequences, threads }) };
+        const batcher = new StepBatcher(stats);
+        const created = { model, size, batcher, context: model.createContext({ contextSize: size, batchSize: PROMPT_CHUNK, sequences, threads }) };
         created.context.catch(() => {
           if (shared === created) shared = null;
         });
         shared = created;
       }
       free -= 1;
+      const { batcher } = shared;
       let sequence: LlamaContextSequence;
       try {
         sequence = (await shared.context).getSequence();
@@ -83,11 +172,18 @@ export function sharedContext(sequences: number, threads: number): SequenceSourc
         throw error;
       }
       let released = false;
+      let stepped = false;
       return {
         sequence,
+        step(evaluate) {
+          const first = !stepped;
+          stepped = true;
+          return batcher.step(first, evaluate);
+        },
         async release() {
           if (released) return;
           released = true;
+          if (stepped) batcher.leave();
           // Disposing gives the sequence id back to the context with its cache cleared.
           await sequence.dispose();
           free += 1;
