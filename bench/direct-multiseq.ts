@@ -11,9 +11,24 @@ import { renderPrompt } from '../src/engine/prompt.js';
 const [modelPath, input, maxTokensText, seedText, threadsText, countsText, gpuText] = process.argv.slice(2);
 const maxTokens = Number(maxTokensText);
 const seed = Number(seedText);
-const llama = await getLlama({ gpu: gpuText === 'gpu' ? 'auto' : false, logLevel: LlamaLogLevel.warn });
+// `cpu`, `auto` (llama.cpp picks), or a backend by name, as the service's `--gpu`.
+const gpu = gpuText === 'cpu' || !gpuText ? false : (gpuText as 'auto' | 'cuda' | 'vulkan' | 'metal');
+const llama = await getLlama({ gpu, logLevel: LlamaLogLevel.warn });
+process.stderr.write(`[bench] direct: llama.cpp backend ${String(llama.gpu)}\n`);
 const model = await llama.loadModel({ modelPath: modelPath! });
 const prompt = renderPrompt(model, [{ role: 'user', content: input! }]).tokens;
+// A first evaluation compiles what the backend compiles on first use (a GPU's shaders, say), so
+// that the first measured stream count does not pay for it.
+{
+  const context = await model.createContext({ contextSize: 256, batchSize: 512, sequences: 1, threads: Number(threadsText) });
+  const sequence = context.getSequence();
+  let warm = 0;
+  for await (const token of sequence.evaluate(prompt, { temperature: 1, seed })) {
+    void token;
+    if (++warm >= 8) break;
+  }
+  await context.dispose();
+}
 let alone: Token[] | null = null;
 for (const streams of countsText!.split(',').map(Number)) {
   const contextSize = Math.ceil((prompt.length + maxTokens + 1) / 256) * 256;
