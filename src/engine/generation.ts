@@ -251,7 +251,8 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       // The sequence now holds prompt + tokens [0, generated - 1): a valid resume point.
       const now = performance.now();
       if (generated > 1 && now - lastSaveAt >= Math.max(MIN_STATE_INTERVAL_MS, saveCost * STATE_COST_FACTOR)) {
-        await saveState(settings, sequence, taskId);
+        // The other sequences of a shared context take their steps meanwhile.
+        await slot.aside(() => saveState(settings, sequence, taskId));
         lastSaveAt = performance.now();
         saveCost = lastSaveAt - now;
       }

@@ -22,6 +22,11 @@ export interface SequenceLease {
    * shared context the steps of the sequences generating at once are decoded as one batch.
    */
   step<T>(evaluate: () => Promise<T>): Promise<T>;
+  /**
+   * Runs work of the generation between two steps (saving its state) during which the other
+   * sequences' steps do not wait for this one.
+   */
+  aside<T>(work: () => Promise<T>): Promise<T>;
   release(): Promise<void>;
 }
 
@@ -50,8 +55,8 @@ export interface BatchingStats {
  * before ends, so a sequence that got its token first was decoded again alone, and the others
  * after it: 1.0 to 1.2 tokens a batch with 4 sequences generating, as slow as one (BENCHMARKS.md).
  * Here a step waits until every generating sequence has come to its step, then all start
- * together; one that does not come within `STEP_WAIT_MS` (saving its state, say) is not waited
- * for. A prompt, or a sequence generating alone, never waits.
+ * together; one that does not come within `STEP_WAIT_MS` is not waited for, nor one that is
+ * saving its state (`aside`). A prompt, or a sequence generating alone, never waits.
  */
 export class StepBatcher {
   /** Sequences that have taken a step and not been released: those a step waits for. */
@@ -77,6 +82,16 @@ export class StepBatcher {
   leave(): void {
     this.generating -= 1;
     this.startWhenComplete();
+  }
+
+  /** Work of a generating sequence that the others' steps should not wait for. */
+  async aside<T>(work: () => Promise<T>): Promise<T> {
+    this.leave();
+    try {
+      return await work();
+    } finally {
+      this.generating += 1;
+    }
   }
 
   private startWhenComplete(): void {
@@ -116,7 +131,7 @@ export class StepBatcher {
 async function ownContext(model: LlamaModel, tokens: number, threads: number): Promise<SequenceLease> {
   const contextSize = Math.min(model.trainContextSize, Math.ceil((tokens + 1) / 256) * 256);
   const context = await model.createContext({ contextSize, batchSize: PROMPT_CHUNK, sequences: 1, threads });
-  return { sequence: context.getSequence(), step: (evaluate) => evaluate(), release: () => context.dispose() };
+  return { sequence: context.getSequence(), step: (evaluate) => evaluate(), aside: (work) => work(), release: () => context.dispose() };
 }
 
 export function contextPerGeneration(threads: number): SequenceSource {
@@ -179,6 +194,9 @@ export function sharedContext(sequences: number, threads: number, stats?: Batchi
           const first = !stepped;
           stepped = true;
           return batcher.step(first, evaluate);
+        },
+        aside(work) {
+          return stepped && !released ? batcher.aside(work) : work();
         },
         async release() {
           if (released) return;

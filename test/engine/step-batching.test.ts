@@ -13,7 +13,8 @@ import { after, before, describe, test } from 'node:test';
 import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaModel, type Token } from 'node-llama-cpp';
 import { writeGgufFile } from '../../src/engine/gguf-writer.js';
 import { renderPrompt } from '../../src/engine/prompt.js';
-import { sharedContext, type BatchingStats, type SequenceLease } from '../../src/engine/sequences.js';
+import { sharedContext, STEP_WAIT_MS, type BatchingStats, type SequenceLease } from '../../src/engine/sequences.js';
+import { sleep } from '../../src/time.js';
 import { buildSyntheticModel, LMSP_TINY } from '../../src/engine/synthetic-model.js';
 import { makeDataDir } from '../helpers/data-dir.js';
 
@@ -43,7 +44,8 @@ function countDecodes(context: LlamaContext): { batches: number } {
  * A generation as the runner runs one: its prompt, then one step a token through the lease, with
  * a little work of its own between steps (a few turns of the event loop, different per sequence).
  */
-async function generate(model: LlamaModel, lease: SequenceLease, seed: number, steps: number): Promise<Token[]> {
+async function generate(model: LlamaModel, lease: SequenceLease, seed: number, steps: number,
+  between: (generated: number) => Promise<void> = async () => {}): Promise<Token[]> {
   const prompt = renderPrompt(model, [{ role: 'user', content: `Stream ${seed}` }]).tokens;
   const sample = { temperature: 1, topP: 1, topK: 0, minP: 0, seed };
   const first = await lease.sequence.controlledEvaluate(prompt.map((token, index) =>
@@ -53,6 +55,7 @@ async function generate(model: LlamaModel, lease: SequenceLease, seed: number, s
     const results = await lease.step(() => lease.sequence.controlledEvaluate([[tokens.at(-1)!, { generateNext: { token: true, options: { ...sample, seed: seed + tokens.length } } }]]));
     tokens.push(results[0]!.next!.token!);
     for (let turn = 0; turn < (seed + tokens.length) % 3; turn++) await new Promise(setImmediate);
+    await between(tokens.length);
   }
   return tokens;
 }
@@ -110,6 +113,31 @@ describe('the steps of sequences generating at once are decoded as one batch', (
       // Had the batcher kept waiting for the released sequence, each of the long one's remaining
       // ~55 steps would have been dispatched by the deadline.
       assert.ok(stats.waitedOut <= 3, `${stats.waitedOut} of ${stats.batches} batches waited out the deadline`);
+    } finally {
+      await source.dispose();
+    }
+  });
+
+  test('a sequence saving its state is not waited for', { timeout: 120_000 }, async () => {
+    const stats: BatchingStats = { steps: 0, batches: 0, waitedOut: 0 };
+    const source = sharedContext(2, 1, stats);
+    let saves = 0;
+    try {
+      await Promise.all([0, 1].map(async (index) => {
+        const lease = await source.acquire(model, 256);
+        try {
+          // Every 10 tokens the first sequence "saves its state" for longer than a step waits.
+          return await generate(model, lease, 20 + index, STEPS, async (generated) => {
+            if (index === 1 || generated % 10 !== 0) return;
+            saves += 1;
+            await lease.aside(() => sleep(STEP_WAIT_MS * 2));
+          });
+        } finally {
+          await lease.release();
+        }
+      }));
+      assert.ok(saves >= 5);
+      assert.ok(stats.waitedOut <= 1, `${stats.waitedOut} of ${stats.batches} groups waited for a sequence saving its state`);
     } finally {
       await source.dispose();
     }
