@@ -41,6 +41,8 @@ interface AjvError {
   keyword: string;
   message?: string;
   params: Record<string, unknown>;
+  /** Set on the errors of a `propertyNames` schema: the key they are about. */
+  propertyName?: string;
 }
 
 function validationError(errors: AjvError[], part: string): ServiceError {
@@ -50,6 +52,15 @@ function validationError(errors: AjvError[], part: string): ServiceError {
   const param = paramFromPointer(error.instancePath, missing) ?? (part === 'body' ? null : part);
   if (missing) return invalidRequest(param, `Missing required parameter: '${param}'.`);
   if (error.keyword === 'type' && !error.instancePath) return invalidRequest(null, `The ${part} must be a JSON object.`);
+  // A key at fault (`propertyNames`, as for metadata keys): say so, and which key.
+  const key = errors.find((candidate) => candidate.keyword === 'propertyNames');
+  if (key) {
+    const name = String(key.params.propertyName);
+    // Ajv reports what is wrong with the key in an error of its own, marked with the key.
+    const reason = errors.find((candidate) => candidate.keyword !== 'propertyNames' && candidate.propertyName === name)?.message ?? 'is not allowed';
+    const shown = name.length > 70 ? `${name.slice(0, 64)}...` : name;
+    return invalidRequest(param, `Invalid key in '${param}': '${shown}' ${reason}.`);
+  }
   return invalidRequest(param, `Invalid value for '${param}': ${error.message ?? 'not allowed'}.`);
 }
 
@@ -142,7 +153,13 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   // LMSP 2: bodies are UTF-8. Bytes that are not are refused rather than read as U+FFFD, which
   // would silently change a prompt (JSON text must be UTF-8, RFC 8259).
   const utf8 = new TextDecoder('utf-8', { fatal: true });
-  const parseJson = (_request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
+  const parseJson = (request: FastifyRequest, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
+    // A compressed body would be read as if it were plain JSON (RFC 9110 8.4: 415 for a content
+    // coding the server does not take).
+    const coding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (coding && coding !== 'identity') {
+      return done(new ServiceError('unsupported_media_type', `Content-Encoding '${coding}' is not supported: send the JSON body unencoded.`), undefined);
+    }
     let text: string;
     try {
       text = (typeof body === 'string' ? body : utf8.decode(body)).trim();

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { api, withService, type TestService } from '../helpers/service.js';
 import { rawRequest } from '../helpers/raw-http.js';
 
@@ -36,7 +37,7 @@ async function expectError(response: Response, status: number, code: string, par
 describe('bad input gets the documented error, never a 5xx, and writes nothing (LMSP sections 2, 9)', () => {
   test('malformed JSON, wrong types, ranges, sizes and media types', () => withService({}, async (service) => {
     const before = rowCounts(service);
-    const post = (body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+    const post = (body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
       api(service, '/v1/responses', { method: 'POST', body, headers });
     await expectError(await post('{"model": "lmsp-tiny", "input": '), 400, 'invalid_json');
     await expectError(await post('[1, 2'), 400, 'invalid_json');
@@ -66,14 +67,23 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
       [{ model: 'lmsp-tiny', input: 'x', metadata: { k: 'v'.repeat(513) } }, 'metadata.k'],
     ];
     for (const [body, param] of cases) await expectError(await post(JSON.stringify(body)), 400, 'invalid_request', param);
+    // A key at fault is named as a key, not described as if the object were a long string.
+    const longKey = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', metadata: { ['k'.repeat(65)]: 'v' } })), 400, 'invalid_request', 'metadata');
+    assert.equal(longKey.error.message, `Invalid key in 'metadata': '${'k'.repeat(65)}' must NOT have more than 64 characters.`);
     // Unknown fields are ignored (LMSP section 2).
     const ignored = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x', frobnicate: true } });
     await expectError(ignored, 404, 'model_not_found', 'model');
     await expectError(await post('{"model": "lmsp-tiny", "input": "x"}', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
     await expectError(await post('model=lmsp-tiny', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type');
+    // A content coding is refused, not read as if the bytes were plain JSON (RFC 9110 8.4).
+    const json = { 'content-type': 'application/json' };
+    await expectError(await post(gzipSync('{"model": "lmsp-tiny", "input": "x"}'), { ...json, 'content-encoding': 'gzip' }), 415, 'unsupported_media_type');
+    await expectError(await post('{"model": "lmsp-tiny", "input": "x", "max_output_tokens": 1}', { ...json, 'content-encoding': 'br' }), 415, 'unsupported_media_type');
     const huge = JSON.stringify({ model: 'lmsp-tiny', input: 'x'.repeat(1024 * 1024 + 10) });
     await expectError(await post(huge), 413, 'request_too_large');
     assert.deepEqual(rowCounts(service), before, 'no request above wrote anything');
+    const identity = await post('{"model": "lmsp-tiny", "input": "x", "max_output_tokens": 1}', { 'content-type': 'application/json', 'content-encoding': 'identity' });
+    assert.equal(identity.status, 200, 'the identity coding is no coding');
   }));
 
   test('a body that is not UTF-8 is 400 invalid_json, never read with replacement characters (LMSP section 2)', () =>
