@@ -169,9 +169,10 @@ export interface ChatContentPart {
 export interface ChatMessageInput {
   role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
   content?: string | ChatContentPart[] | null;
-  name?: string;
-  tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
-  tool_call_id?: string;
+  // Optional fields may be sent as null, which counts as absent (as OpenAI's clients serialise them).
+  name?: string | null;
+  tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }> | null;
+  tool_call_id?: string | null;
 }
 
 /** The body of `POST /v1/chat/completions` (LMSP 13). */
@@ -189,9 +190,9 @@ export interface CreateChatCompletionBody {
   stream_options?: { include_usage?: boolean | null } | null;
   response_format?: {
     type: 'text' | 'json_object' | 'json_schema';
-    json_schema?: { name: string; description?: string; schema?: Record<string, unknown>; strict?: boolean | null };
+    json_schema?: { name: string; description?: string | null; schema?: Record<string, unknown>; strict?: boolean | null };
   } | null;
-  tools?: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null } }> | null;
+  tools?: Array<{ type: 'function'; function: { name: string; description?: string | null; parameters?: Record<string, unknown> | null; strict?: boolean | null } }> | null;
   tool_choice?: 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } } | null;
   parallel_tool_calls?: boolean | null;
   logprobs?: boolean | null;

@@ -51,8 +51,9 @@ const functionTool = {
       required: ['name'],
       properties: {
         name: { type: 'string' },
-        description: { type: 'string' },
-        parameters: { type: 'object' },
+        // null counts as absent, as in the Responses API's tools.
+        description: { type: ['string', 'null'] },
+        parameters: { type: ['object', 'null'] },
         strict: { type: ['boolean', 'null'] },
       },
     },
@@ -66,10 +67,11 @@ const message = {
     role: { type: 'string', enum: ['system', 'developer', 'user', 'assistant', 'tool'] },
     // As OpenAI answers them: an empty array of parts or of calls is 400 (`empty_array` there).
     content: { anyOf: [{ type: 'string' }, { type: 'null' }, { type: 'array', minItems: 1, items: contentPart }] },
-    name: { type: 'string' },
+    // null counts as absent (an assistant message echoed back as a client received it).
+    name: { type: ['string', 'null'] },
     // A call of another type (custom, ...) is named by its type, not by the `function` it lacks, as tools are.
-    tool_calls: { type: 'array', minItems: 1, items: byFunctionType(toolCall) },
-    tool_call_id: { type: 'string', minLength: 1 },
+    tool_calls: { type: ['array', 'null'], minItems: 1, items: byFunctionType(toolCall) },
+    tool_call_id: { type: ['string', 'null'], minLength: 1 },
   },
 } as const;
 
@@ -105,7 +107,7 @@ export const createChatCompletionBody = {
           required: ['name'],
           properties: {
             name: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
-            description: { type: 'string' },
+            description: { type: ['string', 'null'] },
             schema: { type: 'object' },
             strict: { type: ['boolean', 'null'] },
           },

@@ -58,7 +58,7 @@ function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletio
   let pending = new Set<string>();
   const normalized = messages.map((message, index): ChatCompletionMessage => {
     const param = `messages[${index}]`;
-    const name = message.name !== undefined ? { name: message.name } : {};
+    const name = message.name !== undefined && message.name !== null ? { name: message.name } : {};
     if (message.role !== 'tool') {
       if (pending.size > 0) throw unansweredCallsError(pending, `${param}.role`);
       calls = new Set();
@@ -78,7 +78,7 @@ function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletio
     }
     const content = contentText(message.content, `${param}.content`, message.role);
     if (message.role === 'tool') {
-      if (message.tool_call_id === undefined) throw invalidRequest(`${param}.tool_call_id`, `Missing required parameter: '${param}.tool_call_id'.`);
+      if (message.tool_call_id === undefined || message.tool_call_id === null) throw invalidRequest(`${param}.tool_call_id`, `Missing required parameter: '${param}.tool_call_id'.`);
       if (!calls.has(message.tool_call_id)) {
         throw invalidRequest(`${param}.tool_call_id`,
           `A tool message must answer a call of the assistant message before it; '${message.tool_call_id}' is not among its tool_calls.`);
@@ -109,8 +109,8 @@ function responseFormatOf(body: CreateChatCompletionBody): ChatResponseFormat {
 function toolsOf(body: CreateChatCompletionBody): ChatTool[] {
   const tools: ChatTool[] = (body.tools ?? []).map(({ function: fn }) => ({
     name: fn.name,
-    ...(fn.description !== undefined ? { description: fn.description } : {}),
-    ...(fn.parameters !== undefined ? { parameters: fn.parameters } : {}),
+    ...(fn.description !== undefined && fn.description !== null ? { description: fn.description } : {}),
+    ...(fn.parameters !== undefined && fn.parameters !== null ? { parameters: fn.parameters } : {}),
   }));
   const support = checkToolsSupported(tools);
   if (!support.ok) {

@@ -74,6 +74,24 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     assert.equal(answered.status, 200, await answered.text());
   }));
 
+  test('null in an optional nested field counts as absent, as at the top level and in the Responses API', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const user = { role: 'user', content: 'Hi', name: null };
+    const bodies = [
+      { tools: [{ type: 'function', function: { name: 'a', description: null, parameters: null, strict: null } }] },
+      { response_format: { type: 'json_schema', json_schema: { name: 'ok', description: null, schema: { type: 'boolean' }, strict: null } } },
+      // An assistant message echoed back as a client received it: no calls, said as null.
+      { messages: [user, { role: 'assistant', content: 'x', tool_calls: null, name: null }, { role: 'system', content: 'Be brief.', name: null }, user] },
+    ];
+    for (const body of bodies) {
+      const response = await chat(service, { ...body, max_completion_tokens: 2 });
+      assert.equal(response.status, 200, `${JSON.stringify(body)}: ${await response.text()}`);
+    }
+    // A tool message still needs the call it answers.
+    const calls = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] };
+    await expectError(await chat(service, { messages: [user, calls, { role: 'tool', tool_call_id: null, content: 'r' }] }),
+      400, 'invalid_request', 'messages[2].tool_call_id');
+  }));
+
   test('unsupported_schema names the keyword and where it is in the words of the Responses API, for formats and tools alike', { timeout: 60_000 }, () =>
     withService({}, async (service) => {
       const schema = { type: 'object', properties: { a: { type: 'string', not: { const: 'x' } } } };
