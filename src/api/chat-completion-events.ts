@@ -32,28 +32,30 @@ function chunkEvent(chunk: (attempt: number) => ChatCompletionChunk, tokens?: re
 }
 
 /**
- * The tool call deltas of some output units, those of one call joined. `announced` holds the
- * calls already named in this attempt's chunks: only a call's first delta carries its id and
- * name (clients such as LangChain join repeated names), and it is marked here.
+ * The tool call deltas of some output units, as the chunks that carry them. `announced` holds
+ * the calls already named in this attempt's chunks: as in OpenAI's stream, a call is named once,
+ * in a chunk of its own with empty `arguments` (clients such as LangChain join repeated names),
+ * and the chunks after it only add `function.arguments`, those of one call joined.
  */
-function toolCallDeltas(header: ChatCompletionHeader, units: readonly ToolCallPieces[], announced: Set<number>, attempt: number): ChatToolCallDelta[] {
-  const deltas: ChatToolCallDelta[] = [];
+function toolCallChunks(header: ChatCompletionHeader, units: readonly ToolCallPieces[], announced: Set<number>, attempt: number): ChatToolCallDelta[][] {
+  const chunks: ChatToolCallDelta[][] = [];
+  let current: ChatToolCallDelta[] = [];
   for (const unit of units) {
     for (const call of unit.toolCalls ?? []) {
-      const last = deltas.at(-1);
-      if (last && last.index === call.index) {
-        last.function.arguments += call.arguments;
-        continue;
-      }
-      if (announced.has(call.index)) {
-        deltas.push({ index: call.index, function: { arguments: call.arguments } });
-      } else {
+      if (!announced.has(call.index)) {
         announced.add(call.index);
-        deltas.push({ index: call.index, id: toolCallId(header.id, attempt, call.index), type: 'function', function: { name: call.name, arguments: call.arguments } });
+        if (current.length > 0) chunks.push(current);
+        current = [];
+        chunks.push([{ index: call.index, id: toolCallId(header.id, attempt, call.index), type: 'function', function: { name: call.name, arguments: '' } }]);
       }
+      if (call.arguments === '') continue;
+      const last = current.at(-1);
+      if (last && last.index === call.index) last.function.arguments += call.arguments;
+      else current.push({ index: call.index, function: { arguments: call.arguments } });
     }
   }
-  return deltas;
+  if (current.length > 0) chunks.push(current);
+  return chunks;
 }
 
 export const chatCompletionEvents = {
@@ -67,15 +69,15 @@ export const chatCompletionEvents = {
   ],
 
   /**
-   * Generated output: a chunk of content, a chunk of tool call deltas, or both in that order;
+   * Generated output: a chunk of content, chunks of tool call deltas, or both in that order;
    * the first carries the token ids of the whole batch (the resume snapshot, LMSP 7.5).
    */
   output: (header: ChatCompletionHeader, text: string, tokens: readonly number[], units: readonly ToolCallPieces[],
     attempt: number, announced: Set<number>): EventDraft[] => {
-    const calls = toolCallDeltas(header, units, announced, attempt);
+    const calls = toolCallChunks(header, units, announced, attempt);
     const drafts: EventDraft[] = [];
     if (text !== '' || calls.length === 0) drafts.push(chunkEvent(() => toChunk(header, { content: text }, null)));
-    if (calls.length > 0) drafts.push(chunkEvent(() => toChunk(header, { tool_calls: calls }, null)));
+    for (const deltas of calls) drafts.push(chunkEvent(() => toChunk(header, { tool_calls: deltas }, null)));
     drafts[0] = { ...drafts[0]!, tokens };
     return drafts;
   },

@@ -113,6 +113,8 @@ describe('the official openai package: chat completions', () => {
     assert.match(deltas[0]!.id ?? '', /^call_/);
     assert.equal(deltas[0]!.function?.name, 'add');
     assert.ok(deltas.slice(1).every((delta) => delta.id === undefined && delta.function?.name === undefined), 'only the first delta names the call');
+    assert.equal(deltas[0]!.function?.arguments, '', 'as OpenAI streams it, the naming delta has empty arguments; the arguments follow');
+    assert.ok(deltas.length >= 2);
     const args = deltas.map((delta) => delta.function?.arguments ?? '').join('');
     const stored = await client.chat.completions.retrieve(id);
     assert.equal(stored.choices[0]!.finish_reason, 'tool_calls');
