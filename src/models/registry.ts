@@ -166,11 +166,13 @@ export class ModelRegistry {
     const model = this.store.models.get(id);
     if (!model) throw modelNotFound(id);
     let status: Model['status'];
-    let info: Awaited<ReturnType<typeof stat>> | null = null;
+    let info: Awaited<ReturnType<typeof lstat>> | null = null;
     try {
-      info = await stat(model.path);
-      const digest = await hashFile(model.path, onProgress);
-      status = digest === model.digest ? 'ready' : 'digest_mismatch';
+      info = await lstat(model.path);
+      // What stands at the registered path now is not the file that was registered (a link
+      // planted there, a pipe): not followed, not read.
+      if (!info.isFile()) status = 'digest_mismatch';
+      else status = (await hashFile(model.path, onProgress)) === model.digest ? 'ready' : 'digest_mismatch';
     } catch {
       status = 'missing';
     }
@@ -199,10 +201,16 @@ export class ModelRegistry {
     if (!model) throw new EngineError('model_not_found', `the model '${id}' is no longer registered`);
     let info;
     try {
-      info = await stat(model.path);
+      // The registered path is the file's real path: lstat, so that a link planted there since
+      // is seen as a change and never followed (its target may lie outside the models directory).
+      info = await lstat(model.path);
     } catch {
       await this.store.db.write(() => this.store.models.setStatus(id, 'missing'));
       throw new EngineError('model_not_found', `the file of model '${id}' is missing`);
+    }
+    if (!info.isFile()) {
+      await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
+      throw new EngineError('model_digest_mismatch', `the file of model '${id}' was replaced by something that is not a regular file (a link is not followed)`);
     }
     if (info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) {
       if (model.status === 'digest_mismatch') {
@@ -235,14 +243,16 @@ export class ModelRegistry {
     if (written) writeGgufFile(path, buildSyntheticModel(LMSP_TINY));
     if (!this.store.models.get(BUILTIN_MODEL_ID)) {
       // LMSP 5: every file goes through the validator, ours too (one left from an earlier start may be anything).
-      const facts = await readGgufFacts(path);
-      const digest = await hashFile(path);
-      const info = await stat(path);
+      // Recorded by its real path, as every registered file is.
+      const real = await realpath(path);
+      const facts = await readGgufFacts(real);
+      const digest = await hashFile(real);
+      const info = await stat(real);
       const now = nowSeconds();
       await this.store.db.write(() => {
         if (!this.store.models.get(BUILTIN_MODEL_ID)) {
           this.store.models.insert({
-            id: BUILTIN_MODEL_ID, path, digest, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready',
+            id: BUILTIN_MODEL_ID, path: real, digest, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready',
             builtin: true, createdAt: now, verifiedAt: now, ...facts,
           });
         }

@@ -147,6 +147,23 @@ describe('model registry (LMSP section 5)', () => {
     assert.equal(((await (await api(service, '/v1/models/shrunk/verify', { method: 'POST' })).json()) as ModelObject).status, 'missing');
   }));
 
+  test('a link planted where a registered file was is never followed: the model no longer matches, and nothing outside is read', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const path = join(service.dataDir, 'models', 'swapped.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'swapped.gguf', id: 'swapped' })).status, 201);
+    // Outside the models directory: a pipe, which a reader following the link would wait on forever.
+    const outside = join(makeDataDir('outside'), 'pipe');
+    execFileSync('mkfifo', [outside]);
+    rmSync(path);
+    symlinkSync(outside, path);
+    const answer = await service.client.createResponse({ model: 'swapped', input: 'hi', max_output_tokens: 3 });
+    assert.equal(answer.body.status, 'failed');
+    assert.equal(answer.body.error?.code, 'model_digest_mismatch');
+    assert.doesNotMatch(answer.body.error!.message, /sha256:/, 'no digest of whatever the link leads to');
+    const verified = (await (await api(service, '/v1/models/swapped/verify', { method: 'POST' })).json()) as ModelObject;
+    assert.equal(verified.status, 'digest_mismatch');
+  }));
+
   test('DELETE refuses a model an unfinished task uses; the file stays', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
     copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'busy.gguf'));
     await register(service, { path: 'busy.gguf', id: 'busy' });
