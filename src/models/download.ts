@@ -100,6 +100,8 @@ export interface DownloadResult {
 
 /** Answers that cannot continue a range are followed by a plain GET; this many at most. */
 const MAX_RESTARTS = 3;
+/** What a pull leaves free on the models directory's disk: room for the database, its WAL and the logs. */
+export const DISK_RESERVE_BYTES = 256 * 1024 * 1024;
 
 export function partialPathOf(modelsDir: string, id: string): string {
   return join(modelsDir, `${id}.gguf.partial`);
@@ -227,10 +229,12 @@ class Download {
   }
 
   /**
-   * A body whose size is declared must fit the free space of the models directory before a byte
-   * of it is written: a server (or a typo) declaring a file larger than the disk fails at once,
-   * instead of filling the disk that the database and everything else share. Not resumable: the
-   * space will not appear by asking again. Bodies of unknown size are caught by ENOSPC instead.
+   * A body whose size is declared must fit the free space of the models directory, less
+   * `DISK_RESERVE_BYTES`, before a byte of it is written: a server (or a typo) declaring a file
+   * larger than the disk fails at once, instead of filling the disk that the database and
+   * everything else share, and a file that would just fit does not leave the database without
+   * room for its next commit. Not resumable: the space will not appear by asking again. Bodies
+   * of unknown size are caught by ENOSPC instead.
    */
   private async assertRoomFor(plan: Extract<BodyPlan, { kind: 'write' }>): Promise<void> {
     const needed = plan.bodyBytes ?? (plan.totalBytes === null ? null : plan.totalBytes - plan.from);
@@ -239,8 +243,8 @@ class Download {
     if (!disk) return; // a file system that cannot say: ENOSPC still stops the download
     // Starting over truncates the partial file, whose bytes count as free.
     const free = disk.bavail * disk.bsize + (plan.from === 0 ? await partialSize(this.partial) : 0);
-    if (needed > free) {
-      throw new DownloadError('disk_full', `not enough free disk space in the models directory: the model file needs ${needed} more bytes, ${free} are free`);
+    if (needed > free - DISK_RESERVE_BYTES) {
+      throw new DownloadError('disk_full', `not enough free disk space in the models directory: the model file needs ${needed} more bytes, ${free} are free and ${DISK_RESERVE_BYTES} stay free for the database`);
     }
   }
 

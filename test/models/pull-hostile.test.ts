@@ -5,9 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { TaskEvent, TaskObject } from '../../src/api/types.js';
+import { DISK_RESERVE_BYTES } from '../../src/models/download.js';
 import { startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 
@@ -67,6 +69,22 @@ describe('pulls from hostile servers (LMSP 5.1)', () => {
       assert.equal(server.requestsTo(path).length, 1, 'a lack of space is not retried');
       assertFailedEvents(events, 'download_failed');
       await assertNothingLeft(service, 'petabyte');
+    }));
+
+  test('a file that would leave less than the reserve free fails at once: the database keeps room for its commits', () =>
+    withService({ env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
+      const path = '/files/just-fits.gguf';
+      const url = server.serve(path, MODEL);
+      // Declared to fit the free space with half the reserve to spare.
+      const disk = await statfs(join(service.dataDir, 'models'));
+      server.behave(path, { declaredLength: disk.bavail * disk.bsize - DISK_RESERVE_BYTES / 2, stallAfterBytes: 4096 });
+      const { task, elapsedMs, events } = await pullToEnd(service, { source: url, id: 'just-fits' }, 20_000);
+      assert.equal(task.status, 'failed');
+      assert.equal(task.error?.code, 'download_failed');
+      assert.match(task.error!.message, /stay free for the database/);
+      assert.ok(elapsedMs < 10_000, `it failed after ${elapsedMs} ms`);
+      assertFailedEvents(events, 'download_failed');
+      await assertNothingLeft(service, 'just-fits');
     }));
 
   test('a server that stalls mid-body is dropped after LMSP_PULL_IDLE_TIMEOUT, retried, then fails with download_failed', () =>
