@@ -44,7 +44,7 @@ function slotsModel(): SyntheticModelOptions {
 const MODEL = slotsModel();
 
 /** GPU memory in use on the machine, in MiB, where `nvidia-smi` answers (null elsewhere). */
-export function gpuMemoryUsedMiB(): number | null {
+function gpuMemoryUsedMiB(): number | null {
   const answer = spawnSync('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits'], { encoding: 'utf8' });
   if (answer.status !== 0) return null;
   return answer.stdout.trim().split('\n').reduce((sum, line) => sum + Number(line), 0);
