@@ -37,6 +37,15 @@ describe('pairing under attack (LMSP section 4)', () => {
     assert.ok(other.every((status) => status === 401));
   }));
 
+  test('malformed codes count as failed attempts, and are refused with 429 once the address is limited', () => withService({}, async (service) => {
+    // Codes the body schema refuses (empty, over 64 characters) are attempts like any other.
+    const malformed = await Promise.all(Array.from({ length: 300 }, (_, i) => pair(service, i % 2 === 0 ? '' : 'Z'.repeat(65)).then((response) => response.status)));
+    const other = malformed.filter((status) => status !== 429);
+    assert.ok(other.length <= 5, `answers other than 429: ${other.length}`);
+    assert.ok(other.every((status) => status === 400));
+    assert.equal((await pair(service, 'AAAA-AAAA')).status, 429, 'a well-formed code waits out the limit too');
+  }));
+
   test('a reused Idempotency-Key counts as a failed attempt', () => withService({}, async (service) => {
     const code = await service.client.createPairingCode();
     assert.equal((await pair(service, code.code, 'k1', 'first')).status, 201);

@@ -1,6 +1,7 @@
 /** Clients, pairing codes and pairing (LMSP section 4). */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { toClientObject } from '../../api/views.js';
+import type { PairingAttempt } from '../../auth/rate-limit.js';
 import { hashPairingCode, normalizePairingCode } from '../../auth/secrets.js';
 import type { Scope } from '../../domain/clients.js';
 import { ServiceError } from '../../domain/errors.js';
@@ -45,15 +46,21 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     return reply.code(201).send(outcome.code);
   });
 
-  app.post('/v1/pair', { config: { access: 'public' }, schema: { body: pairBody } }, async (request, reply) => {
-    const body = request.body as { code: string; client_name: string };
-    // LMSP 4: the attempt counts before anything is awaited, and stays counted unless it pairs.
+  // LMSP 4: an attempt counts before anything is awaited, and before its body is validated (a
+  // malformed code is a failed attempt too), and stays counted unless it pairs.
+  const attempts = new WeakMap<object, PairingAttempt>();
+  const countAttempt = async (request: FastifyRequest) => {
     const attempt = context.pairingLimiter.begin(request.ip);
     if ('retryAfterSeconds' in attempt) {
       throw new ServiceError('rate_limited', `Too many failed pairing attempts; try again in ${attempt.retryAfterSeconds} s.`, {
         headers: { 'retry-after': String(attempt.retryAfterSeconds) },
       });
     }
+    attempts.set(request, attempt);
+  };
+  app.post('/v1/pair', { config: { access: 'public' }, schema: { body: pairBody }, preValidation: countAttempt }, async (request, reply) => {
+    const body = request.body as { code: string; client_name: string };
+    const attempt = attempts.get(request)!;
     // Keys are scoped per pairing code; the answer holds the new token, sealed with the code.
     const normalized = normalizePairingCode(body.code);
     const scope = `pair:${hashPairingCode(normalized ?? body.code, core.pairingKey).toString('hex')}`;
