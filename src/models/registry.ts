@@ -2,7 +2,7 @@
  * The model registry (LMSP section 5): registering GGUF files by content digest, checking their
  * integrity before every load, and the built-in `lmsp-tiny`.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync } from 'node:fs';
 import { lstat, readlink, realpath, stat } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
@@ -183,6 +183,25 @@ export class ModelRegistry {
       // A file that hashes to its recorded digest again is known good at its current size/mtime.
       ...(status === 'ready' && info ? { sizeBytes: Number(info.size), mtimeMs: Math.floor(Number(info.mtimeMs)) } : {}),
     };
+  }
+
+  /**
+   * A model as a reader sees it: its recorded status, corrected by a look at the file (no hash,
+   * no write). A file gone is `missing`; a link or anything but a regular file at its path is
+   * `digest_mismatch`, as the check before a load would find; a file back at its recorded size
+   * and modification time after it went missing is `ready` again. A changed size or time keeps
+   * the recorded status: only a hash can tell, and the check before a load makes it.
+   */
+  observe(model: Model): Model {
+    let info;
+    try {
+      info = lstatSync(model.path);
+    } catch {
+      return { ...model, status: 'missing' };
+    }
+    if (!info.isFile()) return { ...model, status: 'digest_mismatch' };
+    if (model.status === 'missing' && info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) return { ...model, status: 'ready' };
+    return model;
   }
 
   /** Records a verification; call inside the request's transaction. */

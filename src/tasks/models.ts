@@ -17,9 +17,12 @@ export type ModelDeps = Pick<TaskCore, 'store' | 'registry'> & { engine?: Pick<E
 
 export type ModelOutcome = { replay: StoredAnswer } | { model: ModelObject };
 
-/** A model as a client sees it; `path` only for clients that may register models. */
+/**
+ * A model as a client sees it, its status as the file stands now (a file deleted since shows
+ * `missing` at once); `path` only for clients that may register models.
+ */
 export function modelView(deps: ModelDeps, model: Model, includePath: boolean): ModelObject {
-  return toModelObject(model, deps.engine?.loadedModelIds().has(model.id) ?? false, includePath);
+  return toModelObject(deps.registry.observe(model), deps.engine?.loadedModelIds().has(model.id) ?? false, includePath);
 }
 
 export function listModels(deps: ModelDeps, includePath: boolean): ModelObject[] {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, openSync, readFileSync, symlinkSync, truncateSync, writeFileSync, writeSync, closeSync, rmSync, existsSync } from 'node:fs';
+import { copyFileSync, mkdirSync, openSync, readFileSync, renameSync, symlinkSync, truncateSync, writeFileSync, writeSync, closeSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ModelObject, ResponseObject } from '../../src/api/types.js';
@@ -145,6 +145,26 @@ describe('model registry (LMSP section 5)', () => {
     // A file that is gone.
     rmSync(other);
     assert.equal(((await (await api(service, '/v1/models/shrunk/verify', { method: 'POST' })).json()) as ModelObject).status, 'missing');
+  }));
+
+  test('a file deleted since it was registered shows missing at once, and ready again when it is back unchanged', () => withService({}, async (service) => {
+    const path = join(service.dataDir, 'models', 'fleeting.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'fleeting.gguf', id: 'fleeting' })).status, 201);
+    const kept = join(service.dataDir, 'fleeting.kept');
+    renameSync(path, kept);
+    // No verify and no task in between: reading the model looks at its file.
+    assert.equal((await service.client.getModel('fleeting')).status, 'missing');
+    const listed = (await (await api(service, '/v1/models')).json()) as { data: ModelObject[] };
+    assert.equal(listed.data.find((model) => model.id === 'fleeting')?.status, 'missing');
+    assert.equal(listed.data.find((model) => model.id === 'lmsp-tiny')?.status, 'ready');
+    // The same file moved back (same size and modification time) is the registered one again.
+    renameSync(kept, path);
+    assert.equal((await service.client.getModel('fleeting')).status, 'ready');
+    // A link in its place is not the registered file.
+    rmSync(path);
+    symlinkSync(tinyPath(service), path);
+    assert.equal((await service.client.getModel('fleeting')).status, 'digest_mismatch');
   }));
 
   test('a link planted where a registered file was is never followed: the model no longer matches, and nothing outside is read', { timeout: 60_000 }, () => withService({}, async (service) => {
