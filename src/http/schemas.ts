@@ -3,7 +3,7 @@
  * field, LMSP section 2) and describe the API in /v1/openapi.json, so the two cannot drift.
  * Unknown fields are ignored, as LMSP section 2 asks.
  */
-import { RESTART_POLICIES, TASK_STATUSES } from '../domain/tasks.js';
+import { RESTART_POLICIES, TASK_KINDS, TASK_STATUSES } from '../domain/tasks.js';
 import { MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
@@ -197,6 +197,11 @@ export const listTasksQuery = {
       type: 'string',
       pattern: `^(${TASK_STATUSES.join('|')})(,(${TASK_STATUSES.join('|')}))*$`,
       description: 'Comma-separated statuses.',
+    },
+    kind: {
+      type: 'string',
+      pattern: `^(${TASK_KINDS.join('|')})(,(${TASK_KINDS.join('|')}))*$`,
+      description: 'Comma-separated kinds (an lmsp extension).',
     },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 },
     after: { type: 'string', description: 'Cursor: the last id of the previous page.' },

@@ -84,6 +84,8 @@ export interface TaskListQuery {
   /** Only this client's tasks; null for all (admin). */
   clientId: string | null;
   statuses: TaskStatus[] | null;
+  /** Only tasks of these kinds; null for every kind. */
+  kinds?: TaskKind[] | null;
   /** Cursor: tasks after this one in the list's order. */
   afterSeq: number | null;
   limit: number;
@@ -143,7 +145,8 @@ export class TaskTable {
       FROM json_each(?) AS j
       WHERE t.seq = j.value ->> ${UPDATE_MANY_FIELDS.length - 2} AND t.status = j.value ->> ${UPDATE_MANY_FIELDS.length - 1}`);
     const listWhere = `(@client_id IS NULL OR client_id = @client_id)
-        AND (@statuses IS NULL OR status IN (SELECT value FROM json_each(@statuses)))`;
+        AND (@statuses IS NULL OR status IN (SELECT value FROM json_each(@statuses)))
+        AND (@kinds IS NULL OR kind IN (SELECT value FROM json_each(@kinds)))`;
     this.listAscStatement = db.prepare<object, DbTask>(
       `SELECT * FROM tasks WHERE ${listWhere} AND seq > @after ORDER BY seq ASC LIMIT @limit`);
     this.listDescStatement = db.prepare<object, DbTask>(
@@ -240,6 +243,7 @@ export class TaskTable {
     const rows = statement.all({
       client_id: query.clientId,
       statuses: query.statuses ? JSON.stringify(query.statuses) : null,
+      kinds: query.kinds ? JSON.stringify(query.kinds) : null,
       after,
       limit: query.limit + 1,
     });

@@ -4,7 +4,7 @@ import type { ListObject, TaskEvent, TaskObject } from '../api/types.js';
 import { toTaskObject } from '../api/views.js';
 import { canSee, hasScope, type Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
-import type { Task, TaskStatus } from '../domain/tasks.js';
+import type { Task, TaskKind, TaskStatus } from '../domain/tasks.js';
 import type { TaskCore } from './core.js';
 
 type StoreDeps = Pick<TaskCore, 'store'>;
@@ -18,6 +18,8 @@ export function visibleTask(deps: StoreDeps, client: Client, taskId: string): Ta
 
 export interface TaskListRequest {
   statuses: TaskStatus[] | null;
+  /** Only tasks of these kinds; null for every kind. */
+  kinds?: TaskKind[] | null;
   limit: number;
   after: string | null;
   order: 'asc' | 'desc';
@@ -34,6 +36,7 @@ export function listTasks(deps: StoreDeps, client: Client, request: TaskListRequ
   const { tasks, hasMore } = deps.store.tasks.list({
     clientId: hasScope(client, 'admin') ? null : client.id,
     statuses: request.statuses,
+    kinds: request.kinds ?? null,
     afterSeq,
     limit: request.limit,
     order: request.order,

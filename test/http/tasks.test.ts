@@ -25,6 +25,19 @@ describe('Tasks API and event streams (LMSP 7.1, 7.3)', () => {
     const bad = await api(service, '/v1/tasks?status=sleeping');
     assert.equal(bad.status, 400);
     assert.equal(((await bad.json()) as { error: { param: string } }).error.param, 'status');
+    // The kind filter (an lmsp extension), with the other filters and the cursor.
+    const chat = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'c' }], max_tokens: 2, store: true } });
+    assert.equal(chat.status, 200);
+    const chatTask = chat.headers.get('lmsp-task-id');
+    const chats = await (await api(service, '/v1/tasks?kind=chat_completion')).json() as { data: TaskObject[] };
+    assert.deepEqual(chats.data.map((task) => task.id), [chatTask]);
+    const responses = await (await api(service, `/v1/tasks?kind=response,model_pull&status=completed&limit=2&after=${ids[4]}`)).json() as { data: TaskObject[] };
+    assert.deepEqual(responses.data.map((task) => task.id), [ids[3], ids[2]]);
+    const both = await (await api(service, '/v1/tasks?kind=response,chat_completion&limit=10')).json() as { data: TaskObject[] };
+    assert.equal(both.data.length, 6);
+    const badKind = await api(service, '/v1/tasks?kind=poem');
+    assert.equal(badKind.status, 400);
+    assert.equal(((await badKind.json()) as { error: { param: string } }).error.param, 'kind');
   }));
 
   test('get: the task object with its fields', () => withService({}, async (service) => {

@@ -1,7 +1,7 @@
 /** Tasks and their event logs (LMSP 7.1, 7.3, 7.4): list, get, events as pages or a stream, cancel. */
 import type { FastifyInstance } from 'fastify';
 import { toTaskObject } from '../../api/views.js';
-import type { TaskStatus } from '../../domain/tasks.js';
+import type { TaskKind, TaskStatus } from '../../domain/tasks.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { listTasks, taskEventsPage, visibleTask } from '../../tasks/task-queries.js';
 import { clientKeyOf, clientOf } from '../auth.js';
@@ -14,9 +14,10 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
   const { core } = context;
 
   app.get('/v1/tasks', { config: { access: 'responses' }, schema: { querystring: listTasksQuery } }, async (request) => {
-    const query = request.query as { status?: string; limit: number; after?: string; order: 'asc' | 'desc' };
+    const query = request.query as { status?: string; kind?: string; limit: number; after?: string; order: 'asc' | 'desc' };
     return listTasks(core, clientOf(request), {
       statuses: query.status ? (query.status.split(',') as TaskStatus[]) : null,
+      kinds: query.kind ? (query.kind.split(',') as TaskKind[]) : null,
       limit: query.limit,
       after: query.after ?? null,
       order: query.order,
