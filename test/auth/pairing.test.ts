@@ -147,6 +147,20 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     assert.ok(listed.find((c) => c.id === client.id)?.revoked_at);
   }));
 
+  test('DELETE /v1/clients/me: any client ends its own token, no admin needed; other clients go on', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const leaving = await pairClient(service, ['models:read']);
+    const staying = await pairClient(service, ['models:read']);
+    const revoked = await as(service, leaving.token)('/v1/clients/me', { method: 'DELETE' });
+    assert.equal(revoked.status, 200);
+    const body = (await revoked.json()) as ClientObject;
+    assert.equal(body.id, leaving.id);
+    assert.ok(body.revoked_at);
+    assert.equal((await errorOf(await as(service, leaving.token)('/v1/models'))).code, 'invalid_token');
+    assert.equal((await as(service, leaving.token)('/v1/clients/me', { method: 'DELETE' })).status, 401, 'once only');
+    assert.equal((await as(service, staying.token)('/v1/models')).status, 200);
+    assert.ok((await service.client.listClients()).find((c) => c.id === leaving.id)?.revoked_at, 'the record stays');
+  }));
+
   test("revoking the operator's client kills its token and gives the CLI a new one at once", { timeout: 60_000 }, () => withService({}, async (service) => {
     const admin = await pairClient(service, ['admin'], 'console');
     const operator = (await service.client.listClients()).find((c) => c.name === 'operator' && c.revoked_at === null)!;
