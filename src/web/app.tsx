@@ -2,7 +2,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { MetricsSampler } from './metrics.js';
 import { useRoute, href } from './router.js';
-import { forgetSession, hasScope, loadSession, saveSession, whenTokenRejected, type Session } from './session.js';
+import { forgetSession, hasScope, loadSession, revokeSession, saveSession, whenTokenRejected, type Session } from './session.js';
 import { SignIn } from './sign-in.js';
 import { Context, type AppContext } from './ui.js';
 import { ChatView } from './views/chat.js';
@@ -65,7 +65,17 @@ export function App() {
     setSession(null);
     setSignedOutReason(reason);
   };
-  useEffect(() => whenTokenRejected((message) => signOut(message)), []);
+  // A request refused after this tab signed out (one still under way) says nothing new.
+  useEffect(() => whenTokenRejected((message) => {
+    if (loadSession()) signOut(message);
+  }), []);
+  const signOutByUser = async (ending: Session) => {
+    signOut('Signing out…');
+    const revoked = await revokeSession(ending);
+    setSignedOutReason(revoked
+      ? 'You signed out: the token of this session was revoked.'
+      : 'You signed out and this tab forgot the token, but the service could not be reached to revoke it: revoke the client from Clients, or with lmsp clients revoke.');
+  };
 
   // One sampler of /metrics for the whole session, so the chart keeps its history across views.
   const sampler = useMemo(() => (session && hasScope(session, 'metrics') ? new MetricsSampler(session) : null), [session]);
@@ -97,7 +107,7 @@ export function App() {
           Signed in as <strong>{session.client.name}</strong>
           <span class="scopes"> ({session.client.scopes.join(', ')})</span>
         </p>
-        <button type="button" class="quiet" onClick={() => signOut('You signed out. The token was forgotten by this tab.')}>Sign out</button>
+        <button type="button" class="quiet" onClick={() => void signOutByUser(session)}>Sign out</button>
       </header>
       <nav class="sections" aria-label="Sections">
         <ul>

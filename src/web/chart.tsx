@@ -14,6 +14,12 @@ function dataOf(samples: Sample[]): uPlot.AlignedData {
   return [samples.map((sample) => sample.at), samples.map((sample) => sample.tokensPerSecond), samples.map((sample) => sample.queued)];
 }
 
+/** The time axis ends at the newest sample, or now before the first one (not at 1970). */
+function timeRange(newest: number | null): [number, number] {
+  const end = newest !== null && Number.isFinite(newest) && newest > 0 ? newest : Date.now() / 1000;
+  return [end - HISTORY_SECONDS, end];
+}
+
 export function ThroughputChart({ samples }: { samples: Sample[] }) {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -29,7 +35,7 @@ export function ThroughputChart({ samples }: { samples: Sample[] }) {
       height: HEIGHT,
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true, range: (_u, _min, max) => [max - HISTORY_SECONDS, max] }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
+      scales: { x: { time: true, range: (_u, _min, max) => timeRange(max) }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
       axes: [
         { ...axis },
         { ...axis, scale: 'tokens', label: 'tokens/s', size: 60 },

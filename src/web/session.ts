@@ -87,6 +87,20 @@ export async function request<T>(session: Session | null, method: string, path: 
   return (await response.json()) as T;
 }
 
+/**
+ * Revokes the session's own token (`DELETE /v1/clients/me`), so that signing out ends it at the
+ * service too; false when the service could not be reached or refused. Its answer never counts as
+ * a rejected token: the session is over either way.
+ */
+export async function revokeSession(session: Session): Promise<boolean> {
+  try {
+    const response = await fetch('v1/clients/me', { method: 'DELETE', headers: authorization(session), credentials: 'omit' });
+    return response.ok || response.status === 401;
+  } catch {
+    return false;
+  }
+}
+
 /** LMSP 4: exchanges a pairing code for a token (the code is single use). */
 export async function pair(code: string, clientName: string): Promise<Session> {
   const paired = await request<PairedClient>(null, 'POST', 'v1/pair', { code: code.trim(), client_name: clientName });

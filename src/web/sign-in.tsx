@@ -11,6 +11,7 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: Session) 
 
   const submit = async (event: Event) => {
     event.preventDefault();
+    if (busy) return;
     setBusy(true);
     setError(null);
     try {
@@ -29,7 +30,7 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: Session) 
       <pre class="commands"><code>lmsp pair --name dashboard --scopes admin</code></pre>
       <p class="help">
         For a session that only watches, <code>--scopes responses,models:read,metrics</code>. The token the code is
-        exchanged for stays in this tab only, and is forgotten when you sign out or close the tab.
+        exchanged for stays in this tab only: it is revoked when you sign out, and forgotten when you close the tab.
       </p>
       <form class="panel form" onSubmit={submit}>
         <div class="field">
@@ -44,7 +45,8 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: Session) 
           <input id="client-name" name="client_name" value={name} onInput={(event) => setName(event.currentTarget.value)} maxLength={200} />
         </div>
         {error && <Notice kind="error">{error}</Notice>}
-        <button type="submit" class="primary" disabled={busy}>{busy ? 'Signing in…' : 'Sign in'}</button>
+        {/* Waiting, the button stays focusable (aria-disabled, not disabled), so the focus stays on it. */}
+        <button type="submit" class="primary" aria-disabled={busy ? 'true' : undefined}>{busy ? 'Signing in…' : 'Sign in'}</button>
       </form>
     </main>
   );

@@ -48,8 +48,16 @@ export function StatusBadge({ status }: { status: string }) {
   return <span class={`badge status-${status.replace(/[^a-z_]/g, '')}`}>{status}</span>;
 }
 
-export function Notice({ kind = 'note', children }: { kind?: 'note' | 'error' | 'success'; children: ComponentChildren }) {
-  return <p class={`notice notice-${kind}`} role={kind === 'error' ? 'alert' : undefined}>{children}</p>;
+/**
+ * A notice; with `focus`, it takes the keyboard focus when it appears, for a notice that replaces
+ * the control that was used (a button that goes away or waits), so focus is not dropped on the page.
+ */
+export function Notice({ kind = 'note', focus = false, children }: { kind?: 'note' | 'error' | 'success'; focus?: boolean; children: ComponentChildren }) {
+  const element = useRef<HTMLParagraphElement>(null);
+  useEffect(() => {
+    if (focus) element.current?.focus();
+  }, []);
+  return <p ref={element} class={`notice notice-${kind}`} role={kind === 'error' ? 'alert' : undefined} tabIndex={focus ? -1 : undefined}>{children}</p>;
 }
 
 export function Ago({ seconds }: { seconds: number | null | undefined }) {
@@ -105,4 +113,39 @@ export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, de
 
 export function ErrorNotice({ error }: { error: Error | null }) {
   return error ? <Notice kind="error">{error.message}</Notice> : null;
+}
+
+/** Where a list newest first is paged to: the `after` cursor of each page past the first. */
+export interface Pages {
+  after: string | null;
+  /** 0 for the newest page. */
+  index: number;
+  older: (lastId: string) => void;
+  newer: () => void;
+  reset: () => void;
+}
+
+export function usePages(): Pages {
+  const [cursors, setCursors] = useState<string[]>([]);
+  return {
+    after: cursors.at(-1) ?? null,
+    index: cursors.length,
+    older: (lastId) => setCursors((list) => [...list, lastId]),
+    newer: () => setCursors((list) => list.slice(0, -1)),
+    reset: () => setCursors([]),
+  };
+}
+
+/** Newer and Older buttons under a paged list; the focus stays on the button pressed while it remains. */
+export function PageControls({ pages, hasMore, lastId, label }: { pages: Pages; hasMore: boolean; lastId: string | null; label: string }) {
+  if (pages.index === 0 && !hasMore) return null;
+  return (
+    <nav class="pager" aria-label={`Pages of ${label}`}>
+      <button type="button" class="quiet" aria-disabled={pages.index === 0 ? 'true' : undefined}
+        onClick={() => pages.index > 0 && pages.newer()}>Newer</button>
+      <span>page {pages.index + 1}</span>
+      <button type="button" class="quiet" aria-disabled={!hasMore || !lastId ? 'true' : undefined}
+        onClick={() => hasMore && lastId && pages.older(lastId)}>Older</button>
+    </nav>
+  );
 }

@@ -116,6 +116,10 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('heading', { level: 1, name: 'Sign in to lmsp' }).waitFor();
       assert.equal(await page.evaluate("sessionStorage.getItem('lmsp.session')"), null);
+      // Signing out ends the token at the service too, not only in the tab.
+      await page.getByTestId('signed-out').filter({ hasText: 'was revoked' }).waitFor();
+      const after = await fetch(`${service.url}/v1/clients/me`, { headers: { authorization: `Bearer ${session.token}` } });
+      assert.equal(after.status, 401);
     })));
 
   test('a background task streams into its page as it is generated, then its event log is complete', () =>
@@ -209,7 +213,7 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await admin.goto(`${service.url}/#/clients`);
       const row = admin.getByRole('row').filter({ hasText: 'watcher' });
       await row.getByRole('button', { name: 'Revoke watcher' }).click();
-      await row.getByRole('button', { name: 'Confirm: revoke watcher' }).click();
+      await row.getByRole('button', { name: 'Revoke now: watcher' }).click();
       await row.getByText('revoked').waitFor();
       await screenshot(admin, 'client-revoked');
 

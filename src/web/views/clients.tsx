@@ -1,5 +1,5 @@
 /** Clients and pairing codes (LMSP 4, scope `admin`): list, revoke, make a code. */
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { formatTime } from '../format.js';
 import { request } from '../session.js';
 import { Ago, Code, ErrorNotice, Notice, PageHeading, TableRegion, useApp, usePoll } from '../ui.js';
@@ -75,26 +75,51 @@ function RevokeButton({ client, onRevoked }: { client: Client; onRevoked: () => 
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const own = client.id === session.client.id;
+  const first = useRef<HTMLButtonElement>(null);
+  const keep = useRef<HTMLButtonElement>(null);
+  const done = useRef<HTMLSpanElement>(null);
+  /** The control the focus goes to once the row has changed (the button pressed goes away). */
+  const focusNext = useRef<'keep' | 'first' | 'done' | null>(null);
+  useEffect(() => {
+    const target = focusNext.current === 'keep' ? keep : focusNext.current === 'first' ? first : focusNext.current === 'done' ? done : null;
+    if (target?.current) {
+      target.current.focus();
+      focusNext.current = null;
+    }
+  });
+  const ask = () => {
+    focusNext.current = 'keep';
+    setConfirming(true);
+  };
+  const back = () => {
+    focusNext.current = 'first';
+    setConfirming(false);
+  };
   const revoke = async () => {
     try {
       await request<Client>(session, 'DELETE', `v1/clients/${encodeURIComponent(client.id)}`);
       announce(`Client ${client.name} revoked.`);
+      focusNext.current = 'done';
       onRevoked();
     } catch (failure) {
       setError((failure as Error).message);
+      focusNext.current = 'first';
     }
     setConfirming(false);
   };
-  if (client.revoked_at !== null) return <span>revoked <Ago seconds={client.revoked_at} /></span>;
+  if (client.revoked_at !== null) return <span ref={done} tabIndex={-1}>revoked <Ago seconds={client.revoked_at} /></span>;
   return (
-    <span class="actions">
+    <span class="actions" onKeyDown={(event) => {
+      if (confirming && event.key === 'Escape') back();
+    }}>
       {confirming ? (
         <>
-          <button type="button" class="danger" onClick={revoke} aria-label={`Confirm: revoke ${client.name}`}>Revoke now</button>
-          <button type="button" class="quiet" onClick={() => setConfirming(false)}>Keep</button>
+          {/* The accessible names begin with the visible words (WCAG 2.5.3), then say whose. */}
+          <button type="button" class="danger" onClick={revoke} aria-label={`Revoke now: ${client.name}`}>Revoke now</button>
+          <button type="button" class="quiet" ref={keep} onClick={back} aria-label={`Keep ${client.name}`}>Keep</button>
         </>
       ) : (
-        <button type="button" onClick={() => setConfirming(true)} aria-label={`Revoke ${client.name}${own ? ' (this session)' : ''}`}>Revoke</button>
+        <button type="button" ref={first} onClick={ask} aria-label={`Revoke ${client.name}${own ? ' (this session)' : ''}`}>Revoke</button>
       )}
       {error && <span class="error-code" role="alert"> {error}</span>}
     </span>
@@ -121,7 +146,7 @@ export function ClientsView() {
                 <tr key={client.id} class={client.revoked_at !== null ? 'revoked' : undefined}>
                   <td>{client.name}{client.id === session.client.id && <span class="you"> (you)</span>}</td>
                   <td><Code>{client.id}</Code></td>
-                  <td>{client.scopes.join(', ')}</td>
+                  <td class="wrap">{client.scopes.join(', ')}</td>
                   <td><Ago seconds={client.created_at} /></td>
                   <td><Ago seconds={client.last_used_at} /></td>
                   <td><RevokeButton client={client} onRevoked={clients.refresh} /></td>

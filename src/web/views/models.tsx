@@ -45,6 +45,7 @@ function PullForm({ available, onPulled }: { available: boolean; onPulled: () =>
 
   const submit = async (event: Event) => {
     event.preventDefault();
+    if (busy) return;
     setBusy(true);
     setMessage(null);
     try {
@@ -83,7 +84,8 @@ function PullForm({ available, onPulled }: { available: boolean; onPulled: () =>
         </div>
       </div>
       {message && <Notice kind={message.kind}>{message.text}</Notice>}
-      <button type="submit" class="primary" disabled={busy}>{busy ? 'Starting…' : 'Pull'}</button>
+      {/* Waiting, the button stays focusable (aria-disabled, not disabled), so the focus stays on it. */}
+      <button type="submit" class="primary" aria-disabled={busy ? 'true' : undefined}>{busy ? 'Starting…' : 'Pull'}</button>
     </form>
   );
 }
@@ -94,7 +96,7 @@ export function ModelsView() {
   const service = usePoll(() => request<Service>(null, 'GET', 'v1/service'), null, []);
   const canWrite = hasScope(session, 'models:write');
   const canSeeTasks = hasScope(session, 'responses');
-  const pulls = usePoll(() => (canSeeTasks ? request<List<Task>>(session, 'GET', 'v1/tasks?limit=100') : Promise.resolve(null)), REFRESH_MS, []);
+  const pulls = usePoll(() => (canSeeTasks ? request<List<Task>>(session, 'GET', 'v1/tasks?kind=model_pull&limit=10') : Promise.resolve(null)), REFRESH_MS, []);
   const pullTasks = (pulls.data?.data ?? []).filter((task) => task.kind === 'model_pull').slice(0, 10);
 
   return (

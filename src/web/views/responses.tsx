@@ -2,9 +2,9 @@
 import { useState } from 'preact/hooks';
 import { href, navigate } from '../router.js';
 import { hasScope, request } from '../session.js';
-import { Ago, Code, ErrorNotice, Notice, PageHeading, StatusBadge, TableRegion, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, Notice, PageControls, PageHeading, StatusBadge, TableRegion, useApp, usePages, usePoll } from '../ui.js';
 import type { List, Model, Response, Task } from '../wire.js';
-import { REFRESH_MS } from './tasks.js';
+import { PAGE_SIZE, REFRESH_MS } from './tasks.js';
 
 function NewResponseForm() {
   const { session, announce } = useApp();
@@ -21,6 +21,7 @@ function NewResponseForm() {
 
   const submit = async (event: Event) => {
     event.preventDefault();
+    if (busy) return;
     setBusy(true);
     setError(null);
     try {
@@ -69,14 +70,16 @@ function NewResponseForm() {
         <textarea id="response-input" rows={3} value={input} onInput={(event) => setInput(event.currentTarget.value)} required />
       </div>
       {error && <Notice kind="error">{error}</Notice>}
-      <button type="submit" class="primary" disabled={busy}>{busy ? 'Creating…' : 'Create response'}</button>
+      <button type="submit" class="primary" aria-disabled={busy ? 'true' : undefined}>{busy ? 'Creating…' : 'Create response'}</button>
     </form>
   );
 }
 
 export function ResponsesView() {
   const { session } = useApp();
-  const tasks = usePoll(() => request<List<Task>>(session, 'GET', 'v1/tasks?limit=100'), REFRESH_MS, []);
+  const pages = usePages();
+  const tasks = usePoll(() => request<List<Task>>(session, 'GET',
+    `v1/tasks?kind=response&limit=${PAGE_SIZE}${pages.after ? `&after=${encodeURIComponent(pages.after)}` : ''}`), REFRESH_MS, [pages.after]);
   const responses = (tasks.data?.data ?? []).filter((task) => task.kind === 'response' && task.response_id);
   return (
     <>
@@ -105,6 +108,7 @@ export function ResponsesView() {
             </table>
           </TableRegion>
         )}
+        {tasks.data && <PageControls pages={pages} hasMore={tasks.data.has_more} lastId={tasks.data.data.at(-1)?.id ?? null} label="responses" />}
       </section>
     </>
   );

@@ -83,14 +83,20 @@ export function TaskView({ taskId }: { taskId: string }) {
   /** The service refused the event stream for now (LMSP 16); the page asks again by itself. */
   const [refusal, setRefusal] = useState<Error | null>(null);
   const [live, setLive] = useState<LiveState>(EMPTY);
-  const [cancelMessage, setCancelMessage] = useState<string | null>(null);
+  /** What became of this page's cancel: accepted (the notice follows the task's status), or refused. */
+  const [cancelOutcome, setCancelOutcome] = useState<{ accepted: true } | { accepted: false; message: string } | null>(null);
   const lastStatus = useRef<string | null>(null);
   const log = useRef<HTMLDivElement>(null);
   const logAtEnd = useRef(true);
+  /** Where the page itself last scrolled the log to: a scroll event from there on is not a reader's. */
+  const followedTo = useRef<number | null>(null);
 
   // The log follows new events while it is scrolled to its end, and stays put while someone reads back.
   useEffect(() => {
-    if (log.current && logAtEnd.current) log.current.scrollTop = log.current.scrollHeight;
+    const element = log.current;
+    if (!element || !logAtEnd.current) return;
+    element.scrollTop = element.scrollHeight;
+    followedTo.current = element.scrollTop;
   }, [live.eventCount]);
 
   const reload = async () => {
@@ -116,16 +122,20 @@ export function TaskView({ taskId }: { taskId: string }) {
   }, [taskId]);
 
   const cancel = async () => {
-    setCancelMessage(null);
+    setCancelOutcome(null);
     try {
       const next = await request<Task>(session, 'POST', `v1/tasks/${encodeURIComponent(taskId)}/cancel`);
       setTask(next);
-      setCancelMessage(next.status === 'cancelled' ? 'The task was cancelled.' : 'Cancel accepted: the task stops within a second.');
+      setCancelOutcome({ accepted: true });
       announce(`Cancel accepted; task ${next.status}.`);
     } catch (failure) {
-      setCancelMessage((failure as Error).message);
+      setCancelOutcome({ accepted: false, message: (failure as Error).message });
     }
   };
+  // LMSP 7.4: an accepted cancel ends the task cancelled; the notice says so once it has.
+  const cancelMessage = !cancelOutcome ? null
+    : !cancelOutcome.accepted ? cancelOutcome.message
+      : task?.status === 'cancelled' ? 'The task was cancelled.' : 'Cancel accepted: the task stops within a second.';
 
   const streaming = task ? isUnfinished(task.status) : !live.ended;
   return (
@@ -155,7 +165,8 @@ export function TaskView({ taskId }: { taskId: string }) {
               {task.status === 'cancelling' ? 'Cancelling…' : 'Cancel task'}
             </button>
           )}
-          {cancelMessage && <Notice>{cancelMessage}</Notice>}
+          {/* The button goes away or waits: the notice takes the focus it had. */}
+          {cancelMessage && <Notice focus kind={cancelOutcome?.accepted === false ? 'error' : 'note'}>{cancelMessage}</Notice>}
         </section>
       )}
       {task?.kind === 'model_pull' ? (
@@ -180,7 +191,11 @@ export function TaskView({ taskId }: { taskId: string }) {
           {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? 'Waiting for the service to allow another event stream.' : streaming ? 'Following live.' : 'The log is complete.'}
         </p>
         <div class="table-wrap log" ref={log} tabIndex={0} role="region" aria-label="Event log, scrollable" onScroll={(event) => {
+          // The scroll event of the page's own scrolling comes after more rows may have arrived:
+          // judged by the height then, it would look like a reader scrolling back.
           const element = event.currentTarget;
+          if (followedTo.current !== null && element.scrollTop >= followedTo.current - 1) return;
+          followedTo.current = null;
           logAtEnd.current = element.scrollTop + element.clientHeight >= element.scrollHeight - 8;
         }}>
           <table>

@@ -3,10 +3,12 @@ import { useState } from 'preact/hooks';
 import { formatDuration } from '../format.js';
 import { href } from '../router.js';
 import { hasScope, request } from '../session.js';
-import { Ago, Code, ErrorNotice, PageHeading, StatusBadge, TableRegion, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, PageControls, PageHeading, StatusBadge, TableRegion, useApp, usePages, usePoll } from '../ui.js';
 import type { Client, List, Task } from '../wire.js';
 
 export const REFRESH_MS = 1500;
+/** Tasks a page of a list shows; older ones are a page further (the API's `after` cursor). */
+export const PAGE_SIZE = 50;
 
 const FILTERS = [
   { value: 'all', label: 'All', statuses: null },
@@ -48,10 +50,11 @@ export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; capt
         <caption>{caption}</caption>
         <thead>
           <tr>
+            {/* Status second: on a narrow screen it stays in sight without scrolling the table. */}
             <th scope="col">Task</th>
+            <th scope="col">Status</th>
             <th scope="col">Kind</th>
             <th scope="col">Model</th>
-            <th scope="col">Status</th>
             <th scope="col">Created</th>
             <th scope="col">Run time</th>
             {clientNames && <th scope="col">Client</th>}
@@ -61,9 +64,9 @@ export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; capt
           {tasks.map((task) => (
             <tr key={task.id}>
               <td><a href={href('tasks', task.id)}><Code>{task.id}</Code></a></td>
+              <td><StatusBadge status={task.status} />{task.error && <span class="error-code"> {task.error.code}</span>}</td>
               <td>{task.kind}</td>
               <td>{task.model}</td>
-              <td><StatusBadge status={task.status} />{task.error && <span class="error-code"> {task.error.code}</span>}</td>
               <td><Ago seconds={task.created_at} /></td>
               <td>{formatRunTime(task)}</td>
               {clientNames && <ClientCell id={task.client_id} names={clientNames} />}
@@ -79,9 +82,10 @@ export function TasksView() {
   const { session } = useApp();
   const [filter, setFilter] = useState<Filter>('all');
   const statuses = FILTERS.find((candidate) => candidate.value === filter)!.statuses;
+  const pages = usePages();
   const tasks = usePoll(
-    () => request<List<Task>>(session, 'GET', `v1/tasks?limit=50${statuses ? `&status=${statuses}` : ''}`),
-    REFRESH_MS, [filter]);
+    () => request<List<Task>>(session, 'GET', `v1/tasks?limit=${PAGE_SIZE}${statuses ? `&status=${statuses}` : ''}${pages.after ? `&after=${encodeURIComponent(pages.after)}` : ''}`),
+    REFRESH_MS, [filter, pages.after]);
   const admin = hasScope(session, 'admin');
   // Admins see every client's tasks: the Client column names them (the ids alone are 36 characters).
   const clients = usePoll(() => (admin ? request<List<Client>>(session, 'GET', 'v1/clients') : Promise.resolve(null)), admin ? 10_000 : null, [admin]);
@@ -96,7 +100,10 @@ export function TasksView() {
         {FILTERS.map((option) => (
           <label key={option.value} class="filter">
             <input type="radio" name="status-filter" value={option.value} checked={filter === option.value}
-              onChange={() => setFilter(option.value)} />
+              onChange={() => {
+                setFilter(option.value);
+                pages.reset();
+              }} />
             {option.label}
           </label>
         ))}
@@ -105,8 +112,9 @@ export function TasksView() {
       {tasks.data && tasks.data.data.length === 0 && <p class="empty">No {filter === 'all' ? '' : `${filter} `}tasks{admin ? '' : ' of yours'}.</p>}
       {tasks.data && tasks.data.data.length > 0 && (
         <TaskTable tasks={tasks.data.data} clientNames={clientNames}
-          caption={`${filter === 'all' ? 'Latest' : FILTERS.find((f) => f.value === filter)!.label} tasks${tasks.data.has_more ? ' (the 50 newest)' : ''}`} />
+          caption={`${filter === 'all' ? 'Latest' : FILTERS.find((f) => f.value === filter)!.label} tasks${pages.index > 0 ? `, page ${pages.index + 1}` : tasks.data.has_more ? ` (the ${PAGE_SIZE} newest)` : ''}`} />
       )}
+      {tasks.data && <PageControls pages={pages} hasMore={tasks.data.has_more} lastId={tasks.data.data.at(-1)?.id ?? null} label="tasks" />}
     </>
   );
 }
