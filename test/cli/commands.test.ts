@@ -30,6 +30,12 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       const background = await runCli(['run', 'lmsp-tiny', 'later', '--background', '--max-tokens', '5', ...dir]);
       assert.equal(background.code, 0, background.stderr);
       assert.match(background.stdout.trim(), /^resp_[0-9A-Za-z]+$/);
+      // The id it prints is enough for the tasks commands.
+      const byResponse = JSON.parse((await runCli(['tasks', 'show', background.stdout.trim(), '--json', ...dir])).stdout) as { task: TaskObject; response: { id: string } };
+      assert.equal(byResponse.response.id, background.stdout.trim());
+      assert.equal(byResponse.task.response_id, background.stdout.trim());
+      const eventsByResponse = JSON.parse((await runCli(['tasks', 'events', background.stdout.trim(), '--json', ...dir])).stdout) as { data: Array<{ type: string }> };
+      assert.equal(eventsByResponse.data[0]!.type, 'response.created');
 
       const table = await runCli(['tasks', 'ls', ...dir]);
       assert.match(table.stdout, /^ID\s+STATUS\s+MODEL/);

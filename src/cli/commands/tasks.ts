@@ -1,6 +1,7 @@
 /** `lmsp tasks ls|show|events|cancel` (LMSP 7). */
 import type { Command } from 'commander';
 import { TERMINAL_EVENTS } from '../../api/events.js';
+import type { LmspClient } from '../../api/client.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { TASK_STATUSES, type TaskStatus } from '../../domain/tasks.js';
 import { sleep } from '../../time.js';
@@ -44,6 +45,14 @@ function taskRows(tasks: TaskObject[]) {
   }));
 }
 
+/**
+ * The task a command names: a task id, or a response id (what `lmsp run --background` prints),
+ * taken to its task.
+ */
+async function taskIdOf(client: LmspClient, id: string): Promise<string> {
+  return id.startsWith('resp_') ? (await client.getResponse(id)).task.id : id;
+}
+
 export function registerTasks(program: Command): void {
   // The options every command takes parse here too, so `lmsp tasks --data-dir D` without a
   // subcommand is told what it lacks, not that --data-dir is unknown.
@@ -60,10 +69,10 @@ export function registerTasks(program: Command): void {
       process.stdout.write(`${table(taskRows(list.data), ['id', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
     }));
 
-  withCommonOptions(tasks.command('show <id>').description('a task and its response'))
-    .action(action(async (id: string, options: CommonOptions) => {
+  withCommonOptions(tasks.command('show <id>').description('a task and its response (a task id, or a response id)'))
+    .action(action(async (given: string, options: CommonOptions) => {
       const client = await operatorClient(options);
-      const task = await client.getTask(id);
+      const task = await client.getTask(await taskIdOf(client, given));
       const response = task.response_id ? await client.getResponse(task.response_id) : null;
       if (options.json) return printJson({ task, response });
       process.stdout.write([
@@ -82,12 +91,13 @@ export function registerTasks(program: Command): void {
       ].join('\n'));
     }));
 
-  withCommonOptions(tasks.command('events <id>').description("a task's events")
+  withCommonOptions(tasks.command('events <id>').description("a task's events (a task id, or a response id)")
     .option('--after <n>', 'only events after this sequence number', '0')
     .option('--follow', 'keep following until the task finishes, reconnecting if the connection drops'))
-    .action(action(async (id: string, options: CommonOptions & { after: string; follow?: boolean }) => {
+    .action(action(async (given: string, options: CommonOptions & { after: string; follow?: boolean }) => {
       let last = numberOption('--after', options.after, { integer: true, min: 0 });
       const client = await operatorClient(options);
+      const id = await taskIdOf(client, given);
       // LMSP 12: --json is one JSON document, the list of events, written as they come (one
       // event a line inside it), so that --follow still shows them live.
       let printed = 0;
@@ -137,9 +147,10 @@ export function registerTasks(program: Command): void {
       }
     }));
 
-  withCommonOptions(tasks.command('cancel <id>').description('cancel a task'))
-    .action(action(async (id: string, options: CommonOptions) => {
-      const answer = await (await operatorClient(options)).cancelTask(id);
+  withCommonOptions(tasks.command('cancel <id>').description('cancel a task (a task id, or a response id)'))
+    .action(action(async (given: string, options: CommonOptions) => {
+      const client = await operatorClient(options);
+      const answer = await client.cancelTask(await taskIdOf(client, given));
       if (options.json) return printJson(answer.body);
       process.stdout.write(`${answer.body.id}: ${answer.body.status}${answer.status === 202 ? ' (the worker is stopping)' : ''}\n`);
     }));
