@@ -71,6 +71,8 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         if (view.hash === '#/tasks') await page.getByRole('cell', { name: 'operator', exact: true }).waitFor();
         if (view.hash === '#/chat') await page.getByText('does not serve stored chat completions').or(page.locator('table, .empty')).first().waitFor();
         if (view.hash === '#/models') await page.getByRole('cell', { name: /^lmsp-tiny/ }).waitFor();
+        // A context length is a count of tokens, written out (not rounded to '16.4 k').
+        if (view.hash === '#/models') await page.getByRole('cell', { name: '16,384', exact: true }).waitFor({ timeout: 5000 });
         if (view.hash === '#/clients') await page.getByRole('cell', { name: 'operator console (you)' }).waitFor();
         // At 1280 px every table fits the page instead of scrolling sideways.
         const overflow = await page.locator('.table-wrap').evaluateAll((wraps) => wraps.map((wrap) => wrap.scrollWidth - wrap.clientWidth));

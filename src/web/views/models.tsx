@@ -5,7 +5,7 @@
  * instead of a form that cannot work.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { formatBytes, formatCount } from '../format.js';
+import { formatBytes, formatCount, formatNumber } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, hasScope, request } from '../session.js';
 import { followTaskEvents } from '../stream.js';
@@ -123,7 +123,7 @@ export function ModelsView() {
                   <td>{model.architecture ?? '-'}</td>
                   <td>{formatCount(model.parameters)}</td>
                   <td>{model.quantization ?? '-'}</td>
-                  <td>{formatCount(model.context_length)}</td>
+                  <td>{formatNumber(model.context_length)}</td>
                   <td><code class="digest" title={model.digest}>{model.digest.slice(0, 15)}…</code></td>
                 </tr>
               ))}
