@@ -74,7 +74,9 @@ export async function followTaskEvents(session: Session, taskId: string, startin
     } catch (error) {
       if (signal.aborted) return;
       if (error instanceof ApiError && error.status === 429) onRefused(error);
-      else if (!(error instanceof TypeError)) throw error; // a network failure is a TypeError; anything else is an answer
+      // A network failure is a TypeError (the service stopped, say): said as such until a stream opens again.
+      else if (error instanceof TypeError) onRefused(new ApiError(0, 'connection_lost', 'The connection to the service was lost.', null));
+      else throw error; // anything else is an answer
     }
     if (!finished) await pause(wait, signal);
   }

@@ -6,7 +6,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { formatBytes, formatTime } from '../format.js';
 import { href } from '../router.js';
-import { request } from '../session.js';
+import { request, type ApiError } from '../session.js';
 import { followTaskEvents } from '../stream.js';
 import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp } from '../ui.js';
 import { isUnfinished, outputText, type Response, type Task, type TaskEvent } from '../wire.js';
@@ -80,8 +80,11 @@ export function TaskView({ taskId }: { taskId: string }) {
   const { session, announce } = useApp();
   const [task, setTask] = useState<Task | null>(null);
   const [error, setError] = useState<Error | null>(null);
-  /** The service refused the event stream for now (LMSP 16); the page asks again by itself. */
-  const [refusal, setRefusal] = useState<Error | null>(null);
+  /**
+   * The service refused the event stream for now (LMSP 16), or could not be reached (status 0);
+   * the page asks again by itself.
+   */
+  const [refusal, setRefusal] = useState<ApiError | null>(null);
   const [live, setLive] = useState<LiveState>(EMPTY);
   /** What became of this page's cancel: accepted (the notice follows the task's status), or refused. */
   const [cancelOutcome, setCancelOutcome] = useState<{ accepted: true } | { accepted: false; message: string } | null>(null);
@@ -188,7 +191,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
         <p class="help">
-          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? 'Waiting for the service to allow another event stream.' : streaming ? 'Following live.' : 'The log is complete.'}
+          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? (refusal.status === 0 ? 'Reconnecting.' : 'Waiting for the service to allow another event stream.') : streaming ? 'Following live.' : 'The log is complete.'}
         </p>
         <div class="table-wrap log" ref={log} tabIndex={0} role="region" aria-label="Event log, scrollable" onScroll={(event) => {
           // The scroll event of the page's own scrolling comes after more rows may have arrived:
