@@ -88,8 +88,11 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const instructions = body.instructions ?? null;
   const messages = promptMessages({ instructions, context });
   // Every token covers at least one byte, so bytes plus the template's allowance bound the prompt
-  // from above; only when that bound does not fit is the exact count asked of the engine.
-  const bound = messages.reduce((sum, message) => sum + Buffer.byteLength(message.content) + TEMPLATE_ALLOWANCE_PER_MESSAGE, TEMPLATE_ALLOWANCE_PER_MESSAGE);
+  // from above; only when that bound does not fit is the exact count asked of the engine. The
+  // whole message counts (a call's arguments are rendered too), and so do the tools' definitions.
+  const toolBytes = Buffer.byteLength(JSON.stringify(tooling.tools ?? []));
+  const bound = messages.reduce((sum, message) => sum + Buffer.byteLength(JSON.stringify(message)) + TEMPLATE_ALLOWANCE_PER_MESSAGE,
+    TEMPLATE_ALLOWANCE_PER_MESSAGE + toolBytes);
   if (bound + maxOutputTokens > contextLength) {
     let inputTokens: number | null = null;
     try {

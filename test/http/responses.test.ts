@@ -282,6 +282,25 @@ describe('Responses API (LMSP section 6)', () => {
     assert.match(refused.message, /^The input \(\d+ tokens\) leaves no room for output in the context length of 'lmsp-tiny' \(\d+ tokens\)\.$/);
   }));
 
+  test('context: a function call\'s arguments and the tools\' definitions count against it too', () => withService({}, async (service) => {
+    const long = 'a'.repeat(100_000);
+    const viaCall = await api(service, '/v1/responses', {
+      method: 'POST',
+      json: {
+        model: 'lmsp-tiny', max_output_tokens: 4, tools: [{ type: 'function', name: 'f' }],
+        input: [{ role: 'user', content: 'call' }, { type: 'function_call', call_id: 'c1', name: 'f', arguments: long }, { type: 'function_call_output', call_id: 'c1', output: 'ok' }],
+      },
+    });
+    assert.equal(viaCall.status, 400);
+    assert.equal((await json<{ error: { code: string } }>(viaCall)).error.code, 'context_length_exceeded');
+    const viaTools = await api(service, '/v1/responses', {
+      method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 4, input: 'x', tools: [{ type: 'function', name: 'f', description: long }] },
+    });
+    assert.equal(viaTools.status, 400);
+    assert.equal((await json<{ error: { code: string } }>(viaTools)).error.code, 'context_length_exceeded');
+    assert.equal(countRows(service, 'tasks'), 0, 'nothing was written');
+  }));
+
   test('unknown model is 404 model_not_found naming the field', () => withService({}, async (service) => {
     const response = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x' } });
     assert.equal(response.status, 404);
