@@ -67,6 +67,8 @@ export class RunnerPool implements Engine {
   private tokenizerRequests = 0;
   private readonly capacityListeners = new Set<() => void>();
   private readonly embedWaiters: Array<() => void> = [];
+  /** Embeddings woken for a freed slot have not taken it yet: generations wait a turn. */
+  private embedsWaking = false;
   /** The load each runner is doing now, for the leases that find it under way. */
   private readonly loads = new Map<RunnerProcess, { model: ModelRef; done: Promise<void> }>();
   private closed = false;
@@ -79,8 +81,21 @@ export class RunnerPool implements Engine {
 
   private capacityChanged(): void {
     // Embeddings waiting for a slot go first: they are short, and answered while the client waits.
+    // A woken embedding takes its slot when its promise settles (a microtask later): the
+    // scheduler is told after that, or it would hand the slot to the next queued task first.
+    // Until then a generation asking for a slot (the scheduler refilling the one just freed) is
+    // told there is none.
     const waiters = this.embedWaiters.splice(0);
     for (const waiter of waiters) waiter();
+    if (waiters.length === 0) return this.notifyCapacity();
+    this.embedsWaking = true;
+    setImmediate(() => {
+      this.embedsWaking = false;
+      this.notifyCapacity();
+    });
+  }
+
+  private notifyCapacity(): void {
     for (const listener of this.capacityListeners) listener();
   }
 
@@ -89,6 +104,7 @@ export class RunnerPool implements Engine {
   }
 
   acquire(model: ModelRef): EngineLease | null {
+    if (this.embedsWaking) return null;
     const runner = this.pickRunner(model);
     return runner ? this.lease(runner, model) : null;
   }

@@ -7,7 +7,7 @@ import type { EmbeddingList } from '../../src/api/embeddings.js';
 import type { ErrorBody } from '../../src/api/types.js';
 import { writeGgufFile } from '../../src/engine/gguf-writer.js';
 import { LMSP_TINY, SYNTHETIC_SPACE_TOKEN_ID, buildSyntheticModel, syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
-import { api, pairClient, withService, type TestService } from '../helpers/service.js';
+import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
 const WIDTH = 64; // lmsp-tiny's embedding size
 
@@ -171,6 +171,21 @@ describe('Embeddings API (LMSP section 14)', () => {
       const user = await pairClient(service, ['responses'], 'user');
       const scoped = await api({ url: service.url, token: user.token }, '/v1/embeddings', { method: 'POST', json: { model, input: 'a' } });
       assert.equal(scoped.status, 200, 'the responses scope is enough');
+    }));
+
+  test('an embedding waiting for a slot goes ahead of queued generations, not behind all of them', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' }, args: ['--parallel', '1', '--max-loaded-models', '1'] }, async (service) => {
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'other.gguf'));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'other.gguf', id: 'other' } })).status, 201);
+      // One generation holds the only slot, and three more wait behind it.
+      const tasks: string[] = [];
+      for (let i = 0; i < 4; i++) tasks.push((await service.client.createResponse({ model: 'lmsp-tiny', input: `g${i}`, max_output_tokens: 80, background: true })).body.task.id);
+      await waitFor(async () => (await service.client.getTask(tasks[0]!)).status === 'running' || undefined);
+      const answer = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'other', input: 'hello' } });
+      assert.equal(answer.status, 200);
+      // It took the slot when the running generation gave it back: the last queued one has not run.
+      const last = await service.client.getTask(tasks[3]!);
+      assert.equal(last.started_at, null, `the last queued generation is still waiting (${last.status})`);
     }));
 
   test('a model whose file changed is a 500 with x-should-retry: false, so official clients do not re-hash it again and again', { timeout: 60_000 }, () =>
