@@ -11,7 +11,7 @@ import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppContext, RouteAccess } from './context.js';
 import { registerAuth } from './auth.js';
 import {
-  clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
+  answerWhatNodeWouldRefuse, clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
   REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
 import { registerGuards, setCors } from './guards.js';
@@ -140,6 +140,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       return sendError(reply, invalidRequest(null, 'The URL is not valid: it has a malformed percent-encoding.'));
     },
   });
+  answerWhatNodeWouldRefuse(app.server);
 
   // Bodies are validated strictly (a string is never taken for a number: LMSP section 2 wants
   // a 400 naming the field); query strings are text and are coerced to their declared types.

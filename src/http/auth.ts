@@ -13,9 +13,14 @@ import { idempotencyKeyOf } from './idempotency.js';
 
 const TOUCH_INTERVAL_SECONDS = 60;
 
+/**
+ * The request's bearer token; none when it sends two Authorization headers (Node keeps the first
+ * and drops the rest: credentials that say two things are not taken at all).
+ */
 export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
   if (!header) return null;
+  if (request.raw.rawHeaders.filter((name, index) => index % 2 === 0 && name.toLowerCase() === 'authorization').length > 1) return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match ? match[1]! : null;
 }

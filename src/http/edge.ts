@@ -12,7 +12,7 @@
  *   http agent 5 s), so a reused connection never meets one the service has just closed.
  * - JSON nested deeper than 64 levels is refused before it is parsed (LMSP section 2).
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ERROR_CODES, ServiceError, type ErrorCode } from '../domain/errors.js';
 
@@ -82,7 +82,7 @@ export function drainRequest(raw: IncomingMessage, bound: number): Promise<boole
 
 function rawErrorResponse(status: number, code: ErrorCode, message: string): string {
   const body = JSON.stringify(new ServiceError(code, message).toBody());
-  const reason = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[status] ?? 'Error';
+  const reason = { 400: 'Bad Request', 404: 'Not Found', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
@@ -104,8 +104,33 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
       : 'The request is not valid HTTP.';
     response = rawErrorResponse(400, 'invalid_request', what);
   }
-  // As Node does: answer unless a response is already under way on this connection.
-  const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !current?.headersSent) socket.end(response);
-  else socket.destroy();
+  if (!socket.writable) return void socket.destroy();
+  // A request read whole before the bytes that are not HTTP (pipelined) is still being
+  // answered: its answer goes first, then this one, then the connection closes. Node's own
+  // handler would answer 400 in its place, for a request the service may already have acted on.
+  const current = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+  if (current && !current.writableFinished) {
+    current.once('finish', () => (socket.writable ? socket.end(response) : socket.destroy()));
+    current.once('close', () => {
+      if (!current.writableFinished) socket.destroy();
+    });
+    return;
+  }
+  socket.end(response);
+}
+
+/**
+ * What Node's HTTP server answers by itself, answered in the LMSP shape instead: an `Expect`
+ * other than `100-continue` (RFC 9110 10.1.1 lets a server ignore it, so the request goes on to
+ * the Host check and its route), and `CONNECT`, which no route serves (Node would close the
+ * connection without a word).
+ */
+export function answerWhatNodeWouldRefuse(server: Server): void {
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    server.emit('request', request, response);
+  });
+  server.on('connect', (request: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    socket.end(rawErrorResponse(404, 'not_found', `No route for CONNECT ${request.url ?? ''}.`));
+  });
 }

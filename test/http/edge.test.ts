@@ -5,6 +5,7 @@
  * raw sockets, 20 tries where a race is involved.
  */
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { describe, test } from 'node:test';
 import { api, withService } from '../helpers/service.js';
 import { exchange, openSocket, rawRequest } from '../helpers/raw-http.js';
@@ -91,7 +92,55 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     assert.equal(errorCode(garbage.body), 'invalid_request');
     assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
   }));
+
+  test('a request pipelined before bytes that are not HTTP gets its own answer first, then the 400', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const body = JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+    const post = `POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${service.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const text = await allBytes(service.url, `${post}GARBAGE\r\n\r\n`);
+    const answers = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1]));
+    assert.deepEqual(answers, [200, 400], text.slice(0, 400));
+    assert.match(text, /"object":"response","created_at"/);
+    const tasks = await (await api(service, '/v1/tasks')).json() as { data: Array<{ status: string }> };
+    assert.deepEqual(tasks.data.map((task) => task.status), ['completed'], 'the response the client was answered for ran to its end');
+  }));
+
+  test('what Node answers by itself is answered in the LMSP shape: an unknown Expect is ignored, CONNECT is 404', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const expect = await rawRequest(service.url, `GET /v1/service HTTP/1.1\r\nHost: ${host}\r\nExpect: weird\r\nConnection: close\r\n\r\n`);
+    assert.equal(expect.status, 200);
+    const elsewhere = await rawRequest(service.url, 'GET /v1/service HTTP/1.1\r\nHost: evil.example\r\nExpect: weird\r\nConnection: close\r\n\r\n');
+    assert.equal(elsewhere.status, 421, 'the Host check is not skipped');
+    assert.equal(errorCode(elsewhere.body), 'misdirected_request');
+    const connect = await rawRequest(service.url, `CONNECT ${host} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    assert.equal(connect.status, 404);
+    assert.equal(errorCode(connect.body), 'not_found');
+    assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
+  }));
+
+  test('two Authorization headers are no credentials at all: 401, whichever comes first', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    for (const [first, second] of [[service.token, 'bad'], ['bad', service.token]]) {
+      const answer = await rawRequest(service.url, `GET /v1/models HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${first}\r\nAuthorization: Bearer ${second}\r\nConnection: close\r\n\r\n`);
+      assert.equal(answer.status, 401);
+      assert.equal(errorCode(answer.body), 'invalid_token');
+    }
+  }));
 });
+
+/** Everything the service writes on one connection until it closes it. */
+function allBytes(url: string, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname, () => socket.write(request));
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+    socket.setTimeout(30_000, () => socket.destroy(new Error(`no close after 30 s: ${text.slice(0, 200)}`)));
+  });
+}
 
 describe('timeouts chosen on purpose', () => {
   test('a client that never finishes its headers is answered 408 and cut off, within seconds', { timeout: 60_000 }, () => withService({}, async (service) => {
