@@ -108,15 +108,18 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   // A request read whole before the bytes that are not HTTP (pipelined) is still being
   // answered: its answer goes first, then this one, then the connection closes. Node's own
   // handler would answer 400 in its place, for a request the service may already have acted on.
+  // A request still reading its body is the one the bad bytes belong to: answered as before.
   const current = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
-  if (current && !current.writableFinished) {
+  if (current && !current.writableFinished && current.req.complete) {
     current.once('finish', () => (socket.writable ? socket.end(response) : socket.destroy()));
     current.once('close', () => {
       if (!current.writableFinished) socket.destroy();
     });
     return;
   }
-  socket.end(response);
+  // As Node does: answer unless a response is already under way on this connection.
+  if (!current?.headersSent) socket.end(response);
+  else socket.destroy();
 }
 
 /**
