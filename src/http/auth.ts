@@ -9,6 +9,7 @@ import { ServiceError } from '../domain/errors.js';
 import type { IdempotencyKey } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import type { AppContext } from './context.js';
+import { headerCount } from './edge.js';
 import { idempotencyKeyOf } from './idempotency.js';
 
 const TOUCH_INTERVAL_SECONDS = 60;
@@ -20,7 +21,7 @@ const TOUCH_INTERVAL_SECONDS = 60;
 export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
   if (!header) return null;
-  if (request.raw.rawHeaders.filter((name, index) => index % 2 === 0 && name.toLowerCase() === 'authorization').length > 1) return null;
+  if (headerCount(request.raw, 'authorization') > 1) return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match ? match[1]! : null;
 }

@@ -80,6 +80,11 @@ export function drainRequest(raw: IncomingMessage, bound: number): Promise<boole
   });
 }
 
+/** How many times a header came in the request (Node keeps one of some headers and drops the rest). */
+export function headerCount(raw: IncomingMessage, name: string): number {
+  return raw.rawHeaders.filter((header, index) => index % 2 === 0 && header.toLowerCase() === name).length;
+}
+
 function rawErrorResponse(status: number, code: ErrorCode, message: string): string {
   const body = JSON.stringify(new ServiceError(code, message).toBody());
   const reason = { 400: 'Bad Request', 404: 'Not Found', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[status] ?? 'Error';

@@ -14,6 +14,7 @@
 import { networkInterfaces } from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidRequest, ServiceError } from '../domain/errors.js';
+import { headerCount } from './edge.js';
 
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 const ALL_INTERFACES = new Set(['0.0.0.0', '::', '[::]']);
@@ -95,7 +96,7 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (req
   const check = (request: FastifyRequest): string | null => {
     // RFC 9112 3.2: more than one Host is a 400, or a page could pass one name and be served
     // under another.
-    if (request.raw.rawHeaders.filter((_, index, all) => index % 2 === 0 && all[index]!.toLowerCase() === 'host').length > 1) {
+    if (headerCount(request.raw, 'host') > 1) {
       throw invalidRequest('Host', 'The request has more than one Host header.');
     }
     const host = targetAuthority(request.raw.url) ?? request.headers.host;

@@ -18,22 +18,19 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
 
   app.get('/v1/clients', { config: { access: 'admin' } }, async () => ({ object: 'list', data: listClients(core), has_more: false }));
 
-  // A client ends its own token (the dashboard's sign-out; any client that is done): as an
-  // admin's revoke of it, its streams end and its connection-bound tasks are cancelled.
-  app.delete('/v1/clients/me', { config: { access: 'authenticated' } }, async (request) => {
-    const { id } = clientOf(request);
+  // LMSP 4: a revoked client's streams end and its connection-bound tasks are cancelled, at once.
+  const revoke = async (id: string) => {
     const revoked = await revokeClient(core, id, context.config.dataDir);
     context.connections.endClient(id);
     return revoked;
-  });
+  };
 
-  app.delete('/v1/clients/:id', { config: { access: 'admin' }, schema: { params: idParams } }, async (request) => {
-    const { id } = request.params as { id: string };
-    const revoked = await revokeClient(core, id, context.config.dataDir);
-    // LMSP 4: its streams end and its connection-bound tasks are cancelled, at once.
-    context.connections.endClient(id);
-    return revoked;
-  });
+  // A client ends its own token (the dashboard's sign-out; any client that is done), as an
+  // admin's revoke of it would.
+  app.delete('/v1/clients/me', { config: { access: 'authenticated' } }, async (request) => revoke(clientOf(request).id));
+
+  app.delete('/v1/clients/:id', { config: { access: 'admin' }, schema: { params: idParams } },
+    async (request) => revoke((request.params as { id: string }).id));
 
   app.post('/v1/pairing-codes', {
     config: { access: 'admin' },
