@@ -1,7 +1,7 @@
 /** Small pieces every view shares: headings that take focus, status badges, notes, polling. */
 import type { ComponentChildren } from 'preact';
 import { createContext } from 'preact';
-import { useCallback, useContext, useEffect, useRef, useState } from 'preact/hooks';
+import { useCallback, useContext, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { formatAgo, formatTime } from './format.js';
 import type { Session } from './session.js';
 
@@ -29,7 +29,7 @@ let viewShown = false;
  */
 export function PageHeading({ children }: { children: ComponentChildren }) {
   const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (viewShown) heading.current?.focus();
     viewShown = true;
   }, []);
@@ -54,7 +54,7 @@ export function StatusBadge({ status }: { status: string }) {
  */
 export function Notice({ kind = 'note', focus = false, children }: { kind?: 'note' | 'error' | 'success'; focus?: boolean; children: ComponentChildren }) {
   const element = useRef<HTMLParagraphElement>(null);
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (focus) element.current?.focus();
   }, []);
   return <p ref={element} class={`notice notice-${kind}`} role={kind === 'error' ? 'alert' : undefined} tabIndex={focus ? -1 : undefined}>{children}</p>;

@@ -1,5 +1,5 @@
 /** Clients and pairing codes (LMSP 4, scope `admin`): list, revoke, make a code. */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { formatTime } from '../format.js';
 import { request } from '../session.js';
 import { Ago, Code, ErrorNotice, Notice, PageHeading, TableRegion, useApp, usePoll } from '../ui.js';
@@ -80,7 +80,8 @@ function RevokeButton({ client, onRevoked }: { client: Client; onRevoked: () => 
   const done = useRef<HTMLSpanElement>(null);
   /** The control the focus goes to once the row has changed (the button pressed goes away). */
   const focusNext = useRef<'keep' | 'first' | 'done' | null>(null);
-  useEffect(() => {
+  // Before the browser paints, in the same task as the change, so no keypress lands in between.
+  useLayoutEffect(() => {
     const target = focusNext.current === 'keep' ? keep : focusNext.current === 'first' ? first : focusNext.current === 'done' ? done : null;
     if (target?.current) {
       target.current.focus();
