@@ -238,6 +238,14 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request) => {
     lastEventIdOf(request);
   });
+  // A target that is neither a path nor an absolute URL (`GET *`, `GET v1/service`) names no
+  // route: the router would read it as `/` and serve the dashboard.
+  app.addHook('onRequest', async (request) => {
+    const target = request.raw.url ?? '/';
+    if (!target.startsWith('/') && !/^https?:\/\//i.test(target)) {
+      throw new ServiceError('not_found', `No route for ${request.method} ${target.split('?')[0]}.`);
+    }
+  });
   registerMetrics(app, metrics);
   await registerDashboard(app);
   registerServiceRoutes(app, context);

@@ -118,6 +118,16 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
   }));
 
+  test('GET * (the asterisk form, for OPTIONS alone) names no route; an absolute URL is read as its path', () => withService({}, async (service) => {
+    const host = new URL(service.url).host;
+    const asterisk = await rawRequest(service.url, `GET * HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    assert.equal(asterisk.status, 404, 'GET * is not the dashboard');
+    assert.equal(errorCode(asterisk.body), 'not_found');
+    const absolute = await rawRequest(service.url, `GET http://${host}/v1/service HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    assert.equal(absolute.status, 200);
+    assert.equal((JSON.parse(absolute.body) as { object: string }).object, 'service');
+  }));
+
   test('two Authorization headers are no credentials at all: 401, whichever comes first', () => withService({}, async (service) => {
     const host = new URL(service.url).host;
     for (const [first, second] of [[service.token, 'bad'], ['bad', service.token]]) {
