@@ -26,11 +26,28 @@ export function bearerToken(request: FastifyRequest): string | null {
   return match ? match[1]! : null;
 }
 
+/** Whether a request target lies under /v1 (origin or absolute form). */
+function isApiPath(target: string): boolean {
+  let path: string;
+  try {
+    path = new URL(target, 'http://localhost').pathname;
+  } catch {
+    return false;
+  }
+  return path === '/v1' || path.startsWith('/v1/');
+}
+
 export function registerAuth(app: FastifyInstance, context: AppContext): void {
   const { store } = context.core;
   app.decorateRequest('client', null);
   app.addHook('onRequest', async (request) => {
-    if (request.is404) return;
+    if (request.is404) {
+      // LMSP 4: every /v1 path needs a token, one that names no route too: without one the
+      // answer is 401, not a 404 that would tell which paths exist.
+      const token = isApiPath(request.url) ? bearerToken(request) : null;
+      if (isApiPath(request.url) && !(token && authenticate(store, token))) throw new ServiceError('invalid_token');
+      return;
+    }
     const access = request.routeOptions.config.access;
     if (access === 'public') return;
     if (!access) throw new ServiceError('internal_error', 'This route declares no access rule.');
@@ -39,6 +56,11 @@ export function registerAuth(app: FastifyInstance, context: AppContext): void {
     if (!client) throw new ServiceError('invalid_token');
     if (access !== 'authenticated' && !hasScope(client, access)) {
       throw new ServiceError('insufficient_scope', `This needs the '${access}' scope.`);
+    }
+    // LMSP 4: `metrics` grants GET /metrics only, so a scrape token alone reaches nothing else,
+    // not even the routes every other token may use (its own record).
+    if (access === 'authenticated' && client.scopes.every((scope) => scope === 'metrics')) {
+      throw new ServiceError('insufficient_scope', "A token with the 'metrics' scope alone serves GET /metrics only.");
     }
     request.client = client;
     const now = nowSeconds();

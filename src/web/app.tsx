@@ -72,9 +72,11 @@ export function App() {
   const signOutByUser = async (ending: Session) => {
     signOut('Signing out…');
     const revoked = await revokeSession(ending);
-    setSignedOutReason(revoked
+    setSignedOutReason(revoked === 'revoked'
       ? 'You signed out: the token of this session was revoked.'
-      : 'You signed out and this tab forgot the token, but the service could not be reached to revoke it: revoke the client from Clients, or with lmsp clients revoke.');
+      : revoked === 'refused'
+        ? 'You signed out and this tab forgot the token. A metrics token cannot revoke itself: revoke the client from Clients, or with lmsp clients revoke.'
+        : 'You signed out and this tab forgot the token, but the service could not be reached to revoke it: revoke the client from Clients, or with lmsp clients revoke.');
   };
 
   // One sampler of /metrics for the whole session, so the chart keeps its history across views.

@@ -89,15 +89,16 @@ export async function request<T>(session: Session | null, method: string, path: 
 
 /**
  * Revokes the session's own token (`DELETE /v1/clients/me`), so that signing out ends it at the
- * service too; false when the service could not be reached or refused. Its answer never counts as
- * a rejected token: the session is over either way.
+ * service too; `refused` for a token that may not revoke itself (a `metrics` token serves
+ * GET /metrics only). Its answer never counts as a rejected token: the session is over either way.
  */
-export async function revokeSession(session: Session): Promise<boolean> {
+export async function revokeSession(session: Session): Promise<'revoked' | 'unreachable' | 'refused'> {
   try {
     const response = await fetch('v1/clients/me', { method: 'DELETE', headers: authorization(session), credentials: 'omit' });
-    return response.ok || response.status === 401;
+    if (response.ok || response.status === 401) return 'revoked';
+    return response.status === 403 ? 'refused' : 'unreachable';
   } catch {
-    return false;
+    return 'unreachable';
   }
 }
 

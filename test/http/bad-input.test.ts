@@ -117,9 +117,17 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     }
     await expectError(await api(service, '/v1/models/missing'), 404, 'model_not_found');
     await expectError(await api(service, '/v1/models/missing', { method: 'DELETE' }), 404, 'model_not_found');
+    // LMSP 4: every /v1 path needs a token, one that names no route too; elsewhere 404 is for all.
+    for (const path of ['/v1/nothing-here', '/v1', '/v1/responses/resp_x/nothing']) {
+      const anonymous = await fetch(`${service.url}${path}`);
+      assert.equal(anonymous.headers.get('www-authenticate'), 'Bearer', path);
+      await expectError(anonymous, 401, 'invalid_token');
+      await expectError(await fetch(`${service.url}${path}`, { headers: { authorization: 'Bearer lmsp_wrong' } }), 401, 'invalid_token');
+    }
+    await expectError(await fetch(`${service.url}/nothing-here`), 404, 'not_found');
     // QUERY may carry a body: without Content-Type Fastify refuses it before any route (LMSP 2: no 5xx).
     for (const path of ['/healthz', '/v1/responses', '/v1/nothing-here']) {
-      const query = await rawRequest(service.url, `QUERY ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+      const query = await rawRequest(service.url, `QUERY ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${service.token}\r\nConnection: close\r\n\r\n`);
       assert.equal(query.status, 404, `QUERY ${path}: ${query.body}`);
       assert.equal((JSON.parse(query.body) as { error: { code: string } }).error.code, 'not_found');
     }

@@ -31,9 +31,17 @@ describe('GET /metrics (LMSP 15)', () => {
     const anonymous = await fetch(`${service.url}/metrics`);
     assert.equal(anonymous.status, 401);
     assert.equal(anonymous.headers.get('www-authenticate'), 'Bearer');
-    // A scrape token can do nothing else.
-    const tasks = await api({ url: service.url, token: scraper.token }, '/v1/tasks');
-    assert.equal(tasks.status, 403);
+    // A scrape token can do nothing else, not even read or revoke its own record (LMSP 4).
+    for (const [method, path] of [['GET', '/v1/tasks'], ['GET', '/v1/clients/me'], ['DELETE', '/v1/clients/me'], ['GET', '/v1/models']]) {
+      const refused = await api({ url: service.url, token: scraper.token }, path!, { method });
+      assert.equal(refused.status, 403, `${method} ${path}`);
+      assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'insufficient_scope');
+    }
+    const still = await fetch(`${service.url}/metrics`, { headers: { authorization: `Bearer ${scraper.token}` } });
+    assert.equal(still.status, 200, 'the refused DELETE revoked nothing');
+    // A token with metrics and another scope reads its own record as every token does.
+    const both = await pairClient(service, ['metrics', 'responses'], 'both');
+    assert.equal((await api({ url: service.url, token: both.token }, '/v1/clients/me')).status, 200);
   }));
 
   test('every metric of the spec, and the process and Node.js metrics, with the labels it names', () => withService({}, async (service) => {
@@ -83,7 +91,7 @@ describe('GET /metrics (LMSP 15)', () => {
 
       await api({ url: service.url, token: app.token }, `/v1/tasks/${finished[0]!.task.id}`);
       await api({ url: service.url, token: app.token }, `/v1/tasks/${finished[1]!.task.id}`);
-      assert.equal((await fetch(`${service.url}/v1/no/such/route/${'x'.repeat(10)}`)).status, 404);
+      assert.equal((await api(service, `/v1/no/such/route/${'x'.repeat(10)}`)).status, 404);
 
       const after = await scrape(service.url, scraper.token);
       const cancelled = await app.client.getResponse(long.id);
