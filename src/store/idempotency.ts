@@ -106,6 +106,7 @@ export class IdempotencyTable {
   private readonly completeStatement;
   private readonly deleteStatement;
   private readonly deleteExpiredStatement;
+  private readonly countExpiredStatement;
   private readonly inFlightStatement;
   private readonly ofTaskStatement;
 
@@ -125,6 +126,7 @@ export class IdempotencyTable {
     this.deleteExpiredStatement = db.prepare(`
       DELETE FROM idempotency_keys
       WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`);
+    this.countExpiredStatement = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM idempotency_keys WHERE expires_at <= ?');
     this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id'>>(
       "SELECT scope, key, fingerprint, task_id FROM idempotency_keys WHERE state = 'in_flight'");
     this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>>(
@@ -178,6 +180,11 @@ export class IdempotencyTable {
 
   deleteExpired(now: number, limit: number): number {
     return this.deleteExpiredStatement.run(now, limit).changes;
+  }
+
+  /** How many keys a sweep at `now` would delete (`lmsp gc --dry-run`). */
+  countExpired(now: number): number {
+    return this.countExpiredStatement.get(now)!.n;
   }
 
   /**

@@ -23,6 +23,7 @@ export class PairingCodeTable {
   private readonly insertStatement;
   private readonly claimStatement;
   private readonly sweepStatement;
+  private readonly countExpiredStatement;
 
   constructor(db: Sqlite) {
     this.insertStatement = db.prepare(
@@ -33,6 +34,7 @@ export class PairingCodeTable {
       WHERE code_hash = @code_hash AND used_at IS NULL AND expires_at > @now
       RETURNING *`);
     this.sweepStatement = db.prepare('DELETE FROM pairing_codes WHERE expires_at < ?');
+    this.countExpiredStatement = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM pairing_codes WHERE expires_at < ?');
   }
 
   insert(codeHash: Buffer, code: PairingCode): void {
@@ -49,5 +51,10 @@ export class PairingCodeTable {
   /** Forgets codes that expired before `before`. */
   deleteExpired(before: number): number {
     return this.sweepStatement.run(before).changes;
+  }
+
+  /** How many codes `deleteExpired(before)` would forget (`lmsp gc --dry-run`). */
+  countExpired(before: number): number {
+    return this.countExpiredStatement.get(before)!.n;
   }
 }

@@ -53,20 +53,29 @@ describe('retention (LMSP section 10, 11.2)', () => {
       assert.equal((await api(service, `/v1/tasks/${done.body.task.id}`)).status, 200);
     }));
 
-  test('lmsp gc --dry-run counts, lmsp gc deletes', { timeout: 60_000 }, () => withService({}, async (service) => {
-    const done = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 4 });
-    const events = (await service.client.getTask(done.body.task.id)).last_sequence_number;
+  test('lmsp gc --dry-run counts what lmsp gc deletes: tasks, events, idempotency keys, pairing codes', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const done = await api(service, '/v1/responses', { method: 'POST', headers: { 'idempotency-key': 'old-key' }, json: { model: 'lmsp-tiny', input: 'x', max_output_tokens: 4 } });
+    const taskId = ((await done.json()) as { task: { id: string } }).task.id;
+    const events = (await service.client.getTask(taskId)).last_sequence_number;
+    await service.client.createPairingCode({ ttl_seconds: 1 });
+    await service.client.createPairingCode({});
     await service.stop();
-    backDate(service, [done.body.task.id], 8 * 24 * 3600);
+    backDate(service, [taskId], 8 * 24 * 3600);
+    const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'));
+    assert.equal(db.prepare('UPDATE idempotency_keys SET expires_at = 1').run().changes, 1, 'the create stored its key');
+    db.prepare('UPDATE pairing_codes SET expires_at = 1 WHERE expires_at <= ?').run(Math.floor(Date.now() / 1000) + 5);
+    db.close();
+    const expected = { tasks: 1, events, idempotency_keys: 1, pairing_codes: 1 };
     const dry = await runCli(['gc', '--dry-run', '--json', '--data-dir', service.dataDir]);
     assert.equal(dry.code, 0, dry.stderr);
-    assert.deepEqual(JSON.parse(dry.stdout), { dry_run: true, tasks: 1, events });
+    assert.deepEqual(JSON.parse(dry.stdout), { dry_run: true, ...expected });
     const real = await runCli(['gc', '--json', '--data-dir', service.dataDir]);
     assert.equal(real.code, 0, real.stderr);
-    const counts = JSON.parse(real.stdout) as { tasks: number; events: number };
-    assert.deepEqual([counts.tasks, counts.events], [1, events]);
+    assert.deepEqual(JSON.parse(real.stdout), { dry_run: false, ...expected });
     const again = await runCli(['gc', '--dry-run', '--json', '--data-dir', service.dataDir]);
-    assert.deepEqual(JSON.parse(again.stdout), { dry_run: true, tasks: 0, events: 0 });
+    assert.deepEqual(JSON.parse(again.stdout), { dry_run: true, tasks: 0, events: 0, idempotency_keys: 0, pairing_codes: 0 });
+    const text = await runCli(['gc', '--dry-run', '--data-dir', service.dataDir]);
+    assert.match(text.stdout, /^would delete 0 finished tasks .*0 idempotency keys and 0 pairing codes \(nothing deleted\)$/m);
   }));
 });
 

@@ -1,6 +1,7 @@
 /** `lmsp gc`: run the retention sweeper by hand (LMSP section 10). */
 import type { Command } from 'commander';
 import { retentionCutoff, Sweeper } from '../../tasks/sweeper.js';
+import { nowSeconds } from '../../time.js';
 import { action, loadConfig, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function registerGc(program: Command): void {
@@ -16,15 +17,25 @@ export function registerGc(program: Command): void {
       const store = openStore(options);
       const config = loadConfig(options, store, retention ? { retentionMs: retention } : {});
       if (options.dryRun) {
-        const counts = store.retention.countExpired(retentionCutoff(config.retentionMs));
+        const now = nowSeconds();
+        const logs = store.retention.countExpired(retentionCutoff(config.retentionMs, now));
+        const counts = { tasks: logs.tasks, events: logs.events, idempotencyKeys: store.idempotency.countExpired(now), pairingCodes: store.pairingCodes.countExpired(now) };
         await store.close();
-        if (options.json) printJson({ dry_run: true, tasks: counts.tasks, events: counts.events });
-        else process.stdout.write(`would delete ${counts.tasks} finished tasks and ${counts.events} events (nothing deleted)\n`);
+        if (options.json) printJson({ dry_run: true, ...countsJson(counts) });
+        else process.stdout.write(`would delete ${describe(counts)} (nothing deleted)\n`);
         return;
       }
       const counts = await new Sweeper(store, { retentionMs: config.retentionMs, sweepIntervalMs: Infinity }).sweep();
       await store.close();
-      if (options.json) printJson({ dry_run: false, tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });
-      else process.stdout.write(`deleted ${counts.tasks} finished tasks, ${counts.events} events, ${counts.idempotencyKeys} idempotency keys and ${counts.pairingCodes} pairing codes\n`);
+      if (options.json) printJson({ dry_run: false, ...countsJson(counts) });
+      else process.stdout.write(`deleted ${describe(counts)}\n`);
     }));
 }
+
+interface GcCounts { tasks: number; events: number; idempotencyKeys: number; pairingCodes: number }
+
+const countsJson = (counts: GcCounts) => ({ tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });
+
+/** A finished task goes with its response or chat completion, so the tasks count those too. */
+const describe = (counts: GcCounts) => `${counts.tasks} finished tasks (with their responses and chat completions), ${counts.events} events, `
+  + `${counts.idempotencyKeys} idempotency keys and ${counts.pairingCodes} pairing codes`;
