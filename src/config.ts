@@ -5,7 +5,7 @@
  * Precedence (LMSP section 2): command-line flag > environment variable > stored value > default.
  */
 import { availableParallelism, homedir, hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { formatDuration, parseDuration } from './time.js';
 
 export interface DebugDelays {
@@ -212,11 +212,15 @@ export const DATA_DIR_ENV = 'LMSP_DATA_DIR';
 /** Prefix of the keys under which settings are stored in `service_config`. */
 export const STORED_CONFIG_PREFIX = 'config.';
 
-/** The data directory: flag > LMSP_DATA_DIR > $XDG_DATA_HOME/lmsp > ~/.local/share/lmsp (section 12). */
+/**
+ * The data directory: flag > LMSP_DATA_DIR > $XDG_DATA_HOME/lmsp > ~/.local/share/lmsp (section
+ * 12). A relative XDG_DATA_HOME is ignored, as the XDG Base Directory specification requires:
+ * it would put the data wherever the command happened to run.
+ */
 export function resolveDataDir(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   if (flag) return resolve(flag);
   if (env[DATA_DIR_ENV]) return resolve(env[DATA_DIR_ENV]);
-  if (env.XDG_DATA_HOME) return resolve(env.XDG_DATA_HOME, 'lmsp');
+  if (env.XDG_DATA_HOME && isAbsolute(env.XDG_DATA_HOME)) return join(env.XDG_DATA_HOME, 'lmsp');
   return join(homedir(), '.local', 'share', 'lmsp');
 }
 

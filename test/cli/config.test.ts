@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { resolveConfig } from '../../src/config.js';
@@ -22,6 +23,8 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.equal(resolveConfig({ ...base, env: {} }).port, 5677);
     assert.equal(resolveConfig({ env: { LMSP_DATA_DIR: '/srv/lmsp' } }).dataDir, '/srv/lmsp');
     assert.equal(resolveConfig({ env: { XDG_DATA_HOME: '/home/u/.data' } }).dataDir, '/home/u/.data/lmsp');
+    assert.equal(resolveConfig({ env: { XDG_DATA_HOME: 'relative/data' } }).dataDir, join(homedir(), '.local', 'share', 'lmsp'),
+      'a relative XDG_DATA_HOME is ignored (XDG Base Directory specification)');
     assert.equal(resolveConfig({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '25' } }).debug.tokenDelayMs, 25);
   });
 
