@@ -226,7 +226,7 @@ export function action<A extends unknown[]>(run: (...args: A) => Promise<void> |
           `${error.message} (${error.status} ${error.code})`, 1);
       }
       if (error instanceof ServiceError) {
-        failWith({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.code})`, 1);
+        failWith({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.status} ${error.code})`, 1);
       }
       if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') {
         const message = 'cannot reach the lmsp service: is it running?';

@@ -114,6 +114,9 @@ describe('model registry (LMSP section 5)', () => {
     const broken = await runCli(['models', 'add', join(outside, 'broken.gguf'), '--data-dir', service.dataDir]);
     assert.notEqual(broken.code, 0);
     assert.match(broken.stderr, /not a usable GGUF model/);
+    const missing = await runCli(['models', 'add', join(outside, 'nothing.gguf'), '--data-dir', service.dataDir]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /no file at .*\(400 invalid_request\)$/m, 'refusals name their status and code alike, made here or by the service');
     const removed = await runCli(['models', 'rm', 'my-model.q8', '--data-dir', service.dataDir]);
     assert.equal(removed.code, 0, removed.stderr);
     assert.ok(existsSync(join(outside, 'My-Model.Q8.gguf')), 'the file stays');
