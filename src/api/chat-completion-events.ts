@@ -110,18 +110,26 @@ export const chatCompletionEvents = {
 };
 
 const CHUNK_PREFIX = '{"chunk":';
+/**
+ * How a chunk whose delta is an empty text reads in the log. Nothing a client sends can write
+ * these bytes unescaped before them (the id and model hold no quotes), so the test is exact.
+ */
+const EMPTY_DELTA = '"choices":[{"index":0,"delta":{"content":""},"finish_reason":null,';
 
 /**
  * The `data:` frame a logged event becomes in a chat completion's stream (LMSP 13), if any: a
  * chunk of the current attempt (from `outputStartSeq` on, the task's) as it was logged, `[DONE]`
  * after the completed event, an error frame (`error()`) after a failed or cancelled one. The
- * status events are the log's, not the stream's.
+ * status events are the log's, not the stream's. A chunk with an empty delta (the tokens of a
+ * tool call's syntax, or text held back while it may still begin a stop sequence) stays in the
+ * log for the resume snapshot it carries, and is not sent: OpenAI's stream has no empty deltas.
  */
 export function chatStreamFrame(event: LoggedEvent, error: () => ErrorBody, outputStartSeq: number): string | null {
   switch (event.type) {
     case CHAT_CHUNK_EVENT:
       // LMSP 7.5: a chunk of an attempt that `retry` dropped is no part of the completion.
       if (event.sequenceNumber < outputStartSeq) return null;
+      if (event.data.includes(EMPTY_DELTA)) return null;
       // The payload is `{"chunk":<chunk>}`: the chunk's JSON as stored, without parsing it again.
       return `data: ${event.data.startsWith(CHUNK_PREFIX) ? event.data.slice(CHUNK_PREFIX.length, -1) : event.data}\n\n`;
     case 'chat.completion.completed':

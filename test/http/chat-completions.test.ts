@@ -21,6 +21,18 @@ function chat(service: Pick<TestService, 'url' | 'token'>, body: object, headers
 }
 
 /** The `data:` payloads of a streamed completion, until the server closes the stream. */
+/** A chunk that would tell a client nothing: an empty text and no role, call or finish reason. */
+function isEmptyDelta(chunk: ChatCompletionChunk): boolean {
+  const choice = chunk.choices[0];
+  return choice !== undefined && choice.finish_reason === null && JSON.stringify(choice.delta) === '{"content":""}';
+}
+
+/** OpenAI's stream sends no empty deltas: text only in the role chunk may be empty. */
+function assertNoEmptyDelta(chunks: ChatCompletionChunk[]): void {
+  const empty = chunks.filter(isEmptyDelta);
+  assert.deepEqual(empty, [], 'no chunk with an empty delta is streamed');
+}
+
 async function chunksOf(response: Response): Promise<{ chunks: ChatCompletionChunk[]; done: boolean; raw: string[] }> {
   const frames = await collectSse(response);
   const raw = frames.map((frame) => frame.data);
@@ -104,6 +116,7 @@ describe('Chat Completions (LMSP 13)', () => {
       assert.ok(done);
       assert.equal(contentOf(chunks), expected, 'no part of the stop sequence is streamed');
       assert.equal(chunks.at(-1)!.choices[0]!.finish_reason, 'stop');
+      assertNoEmptyDelta(chunks);
     }
   }));
 
@@ -220,8 +233,11 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.deepEqual(types.slice(0, 2), ['chat.completion.created', 'chat.completion.in_progress']);
     assert.equal(types.at(-1), 'chat.completion.completed');
     assert.deepEqual(new Set(types.slice(2, -1)), new Set(['chat.completion.chunk']));
-    assert.deepEqual(events.filter((event) => event.type === 'chat.completion.chunk').map((event) => JSON.stringify(event.chunk)), raw.slice(0, -1),
-      'each chunk event carries the chunk exactly as streamed');
+    assertNoEmptyDelta(chunks);
+    // Chunks with an empty delta stay in the log for the resume snapshot they carry, unsent.
+    const sendable = events.filter((event) => event.type === 'chat.completion.chunk' && !isEmptyDelta(event.chunk as ChatCompletionChunk));
+    assert.deepEqual(sendable.map((event) => JSON.stringify(event.chunk)), raw.slice(0, -1),
+      'each chunk streamed is a chunk event, exactly as logged');
     assert.deepEqual((events.at(-1)!.completion as ChatCompletionObject).choices[0]!.message.content, stored.choices[0]!.message.content);
     const task = await json<TaskObject>(await api(service, `/v1/tasks/${taskId}`));
     assert.equal(task.kind, 'chat_completion');
@@ -383,6 +399,14 @@ describe('Chat Completions (LMSP 13)', () => {
       if (made.length > 1) parallel += 1;
     }
     assert.ok(parallel > 0, 'parallel_tool_calls (default true) lets one turn hold several calls');
+
+    // Streamed, a forced call is the role chunk, the call's deltas and the finish chunk: the
+    // tokens of the call's syntax around them send nothing.
+    const streamed = await chunksOf(await chat(service, { tools, tool_choice: 'required', parallel_tool_calls: false, seed: 1, max_completion_tokens: 200, stream: true }));
+    assert.ok(streamed.done);
+    assertNoEmptyDelta(streamed.chunks);
+    assert.equal(streamed.chunks.at(-1)!.choices[0]!.finish_reason, 'tool_calls');
+    assert.ok(streamed.chunks.slice(1, -1).every((chunk) => chunk.choices[0]!.delta.tool_calls !== undefined), 'between the first and last chunk, only calls');
 
     const none = await json<ChatCompletionObject>(await chat(service, { tools, tool_choice: 'none', seed: 1, max_completion_tokens: 60 }));
     assert.equal(none.choices[0]!.finish_reason, 'length');
