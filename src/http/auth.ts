@@ -40,19 +40,21 @@ function isApiPath(target: string): boolean {
 export function registerAuth(app: FastifyInstance, context: AppContext): void {
   const { store } = context.core;
   app.decorateRequest('client', null);
+  const clientOfToken = (request: FastifyRequest): Client | null => {
+    const token = bearerToken(request);
+    return token ? authenticate(store, token) : null;
+  };
   app.addHook('onRequest', async (request) => {
     if (request.is404) {
       // LMSP 4: every /v1 path needs a token, one that names no route too: without one the
       // answer is 401, not a 404 that would tell which paths exist.
-      const token = isApiPath(request.url) ? bearerToken(request) : null;
-      if (isApiPath(request.url) && !(token && authenticate(store, token))) throw new ServiceError('invalid_token');
+      if (isApiPath(request.url) && !clientOfToken(request)) throw new ServiceError('invalid_token');
       return;
     }
     const access = request.routeOptions.config.access;
     if (access === 'public') return;
     if (!access) throw new ServiceError('internal_error', 'This route declares no access rule.');
-    const token = bearerToken(request);
-    const client = token ? authenticate(store, token) : null;
+    const client = clientOfToken(request);
     if (!client) throw new ServiceError('invalid_token');
     if (access !== 'authenticated' && !hasScope(client, access)) {
       throw new ServiceError('insufficient_scope', `This needs the '${access}' scope.`);

@@ -38,6 +38,13 @@ export class Sweeper {
     return this.running;
   }
 
+  /** What a sweep now would delete, deleting nothing (`lmsp gc --dry-run`). */
+  count(): SweepCounts {
+    const now = nowSeconds();
+    const logs = this.store.retention.countExpired(retentionCutoff(this.options.retentionMs, now));
+    return { ...logs, idempotencyKeys: this.store.idempotency.countExpired(now), pairingCodes: this.store.pairingCodes.countExpired(now) };
+  }
+
   private async sweepNow(): Promise<SweepCounts> {
     const counts = noneSwept();
     const now = nowSeconds();

@@ -1,7 +1,7 @@
 /** `lmsp gc`: run the retention sweeper by hand (LMSP section 10). */
 import type { Command } from 'commander';
-import { retentionCutoff, Sweeper } from '../../tasks/sweeper.js';
-import { nowSeconds } from '../../time.js';
+import type { SweepCounts } from '../../store/retention.js';
+import { Sweeper } from '../../tasks/sweeper.js';
 import { action, loadConfig, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function registerGc(program: Command): void {
@@ -16,26 +16,23 @@ export function registerGc(program: Command): void {
       const retention = options.retention ?? serviceRetention;
       const store = openStore(options);
       const config = loadConfig(options, store, retention ? { retentionMs: retention } : {});
+      const sweeper = new Sweeper(store, { retentionMs: config.retentionMs, sweepIntervalMs: Infinity });
       if (options.dryRun) {
-        const now = nowSeconds();
-        const logs = store.retention.countExpired(retentionCutoff(config.retentionMs, now));
-        const counts = { tasks: logs.tasks, events: logs.events, idempotencyKeys: store.idempotency.countExpired(now), pairingCodes: store.pairingCodes.countExpired(now) };
+        const counts = sweeper.count();
         await store.close();
         if (options.json) printJson({ dry_run: true, ...countsJson(counts) });
         else process.stdout.write(`would delete ${describe(counts)} (nothing deleted)\n`);
         return;
       }
-      const counts = await new Sweeper(store, { retentionMs: config.retentionMs, sweepIntervalMs: Infinity }).sweep();
+      const counts = await sweeper.sweep();
       await store.close();
       if (options.json) printJson({ dry_run: false, ...countsJson(counts) });
       else process.stdout.write(`deleted ${describe(counts)}\n`);
     }));
 }
 
-interface GcCounts { tasks: number; events: number; idempotencyKeys: number; pairingCodes: number }
-
-const countsJson = (counts: GcCounts) => ({ tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });
+const countsJson = (counts: SweepCounts) => ({ tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });
 
 /** A finished task goes with its response or chat completion, so the tasks count those too. */
-const describe = (counts: GcCounts) => `${counts.tasks} finished tasks (with their responses and chat completions), ${counts.events} events, `
+const describe = (counts: SweepCounts) => `${counts.tasks} finished tasks (with their responses and chat completions), ${counts.events} events, `
   + `${counts.idempotencyKeys} idempotency keys and ${counts.pairingCodes} pairing codes`;
