@@ -196,6 +196,7 @@ export interface CreateChatCompletionBody {
   tool_choice?: 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } } | null;
   parallel_tool_calls?: boolean | null;
   logprobs?: boolean | null;
+  top_logprobs?: number | null;
   store?: boolean | null;
   metadata?: Record<string, string> | null;
   on_restart?: 'fail' | 'retry' | 'resume' | null;

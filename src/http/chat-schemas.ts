@@ -135,6 +135,7 @@ export const createChatCompletionBody = {
     },
     parallel_tool_calls: { type: ['boolean', 'null'] },
     logprobs: { type: ['boolean', 'null'] },
+    top_logprobs: { type: ['integer', 'null'], minimum: 0, maximum: 20 },
     store: { type: ['boolean', 'null'], description: 'true keeps the completion (GET /v1/chat/completions); default false.' },
     metadata: metadataSchema,
     on_restart: { type: ['string', 'null'], enum: [...RESTART_POLICIES, null], description: 'LMSP: default fail.' },

@@ -156,6 +156,10 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
   const { registry, engine } = core;
   if (body.n !== undefined && body.n !== null && body.n !== 1) throw invalidRequest('n', 'Only n = 1 is supported.');
   if (body.logprobs === true) throw invalidRequest('logprobs', 'logprobs are not supported.');
+  // As OpenAI answers: top_logprobs only means something with logprobs on, which LMSP refuses.
+  if (body.top_logprobs !== undefined && body.top_logprobs !== null) {
+    throw invalidRequest('top_logprobs', "The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled, and logprobs are not supported.");
+  }
   const messages = normalizeMessages(body.messages);
   const stop = stopOf(body);
   const responseFormat = responseFormatOf(body);
