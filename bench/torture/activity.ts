@@ -3,15 +3,16 @@
  * and without idempotency keys), replay keys, cancel and follow streams until the kill aborts
  * them, recording every acknowledgement in the ledger.
  */
+import type { CreateChatCompletionBody } from '../../src/api/chat-completions.js';
 import type { CreateResponseBody, ResponseObject, TaskObject } from '../../src/api/types.js';
 import type { RestartPolicy } from '../../src/domain/tasks.js';
 import { api, type TestService } from '../../test/helpers/service.js';
 import { readSse, type SseFrame } from '../../test/helpers/sse.js';
-import type { Ledger, Mode } from './ledger.js';
+import type { Kind, Ledger, Mode } from './ledger.js';
 import { sleep } from './processes.js';
 import type { Random } from './random.js';
 import type { Info, Violations } from './report.js';
-import { bodyOf, SHAPES } from './shapes.js';
+import { bodyOf, CHAT_SHAPES, chatBodyOf, SHAPES } from './shapes.js';
 
 export interface RoundContext {
   round: number;
@@ -26,14 +27,14 @@ export interface RoundContext {
   createBudget: { left: number };
 }
 
-type Action = 'create_background' | 'create_stream' | 'create_plain' | 'idempotent_burst' | 'replay_key' | 'cancel' | 'follow';
+type Action = 'create_background' | 'create_stream' | 'create_plain' | 'create_chat' | 'idempotent_burst' | 'replay_key' | 'cancel' | 'follow';
 
 export const ACTIONS_CREATING: Record<Action, number> = {
-  create_background: 30, create_stream: 10, create_plain: 5, idempotent_burst: 10, replay_key: 8, cancel: 6, follow: 6,
+  create_background: 30, create_stream: 10, create_plain: 5, create_chat: 14, idempotent_burst: 10, replay_key: 8, cancel: 6, follow: 6,
 };
 /** A round with too long a backlog only cancels and reads, so the backlog shrinks. */
 export const ACTIONS_DRAINING: Record<Action, number> = {
-  create_background: 0, create_stream: 0, create_plain: 0, idempotent_burst: 0, replay_key: 0, cancel: 3, follow: 1,
+  create_background: 0, create_stream: 0, create_plain: 0, create_chat: 0, idempotent_burst: 0, replay_key: 0, cancel: 3, follow: 1,
 };
 
 /** The signal of one request: the round's, bounded in time as well. */
@@ -110,7 +111,7 @@ async function create(context: RoundContext, plan: CreatePlan, key: string | nul
     responseId = ((await answer.json()) as ResponseObject).id;
   }
   if (!responseId) return null;
-  context.ledger.acknowledge({ responseId, mode: plan.mode, policy: plan.policy, shape: plan.shape, seeded: plan.seeded, round: context.round });
+  context.ledger.acknowledge({ id: responseId, kind: 'response', store: true, mode: plan.mode, policy: plan.policy, shape: plan.shape, seeded: plan.seeded, round: context.round });
   if (key) context.ledger.keys.get(key)?.ids.add(responseId);
   return responseId;
 }
@@ -144,6 +145,79 @@ async function readCreateStream(context: RoundContext, answer: Response, action:
   return responseId;
 }
 
+/** A chat completion's plan (LMSP 13): plain or streamed, stored or not; never in the background. */
+interface ChatPlan {
+  body: CreateChatCompletionBody;
+  mode: 'plain' | 'stream';
+  policy: RestartPolicy;
+  shape: number;
+  seeded: boolean;
+  store: boolean;
+}
+
+function planChat(random: Random): ChatPlan {
+  const mode = random.chance(0.5) ? 'stream' : 'plain';
+  const shape = random.int(0, CHAT_SHAPES.length - 1);
+  const seeded = random.chance(0.85);
+  const policy = random.weighted<RestartPolicy>({ resume: 2, retry: 1, fail: 1 });
+  // Mostly stored, so that the checks can read the final text; the others exercise the deletion
+  // of a finished `store: false` completion, crash or not.
+  const store = random.chance(0.8);
+  const body: CreateChatCompletionBody = { ...chatBodyOf(CHAT_SHAPES[shape]!, seeded), on_restart: policy, store };
+  if (mode === 'stream') {
+    body.stream = true;
+    if (random.chance(0.5)) body.stream_options = { include_usage: true };
+  }
+  return { body, mode, policy, shape, seeded, store };
+}
+
+/**
+ * One chat completion, with or without an Idempotency-Key. The status line carries
+ * `LMSP-Task-Id`: the task is committed then (a stream's 200 comes before any chunk), so a 2xx is
+ * acknowledged by that id. A stream is read to `[DONE]` half the time; otherwise the client
+ * leaves early, which cancels the task (docs/api.md). Returns the task id, or null.
+ */
+async function createChat(context: RoundContext, plan: ChatPlan, key: string | null, action: string): Promise<string | null> {
+  const headers: Record<string, string> = key ? { 'idempotency-key': key } : {};
+  const answer = await api(context.service, '/v1/chat/completions', { method: 'POST', json: plan.body, headers, signal: requestSignal(context, 60_000) });
+  if (answer.status < 200 || answer.status > 299) {
+    const text = await answer.text().catch(() => '');
+    // A plain create's replay that waited for a task which then failed (its restarts used up)
+    // is answered 500 task_failed, as OpenAI answers a failed completion (docs/api.md).
+    if (answer.status === 500 && /"code":"task_failed"/.test(text)) context.info.bump(`http.${action}.500_task_failed`);
+    else noteStatus(context, action, answer.status, text);
+    return null;
+  }
+  noteStatus(context, action, answer.status, '');
+  const taskId = answer.headers.get('lmsp-task-id');
+  if (!taskId) {
+    context.violations.add('server_errors', `${action}#${context.round}`, `${answer.status} without LMSP-Task-Id`);
+    return null;
+  }
+  context.ledger.acknowledge({ id: taskId, kind: 'chat', store: plan.store, mode: plan.mode, policy: plan.policy, shape: plan.shape, seeded: plan.seeded, round: context.round });
+  if (key) context.ledger.keys.get(key)?.ids.add(taskId);
+  if (plan.mode === 'plain') {
+    await answer.body?.cancel().catch(() => undefined);
+    return taskId;
+  }
+  const toTheEnd = context.random.chance(0.5);
+  const wanted = context.random.int(1, 12);
+  let frames = 0;
+  const reader = readSse(answer);
+  try {
+    for await (const frame of reader) {
+      frames += 1;
+      if (frame.data === '[DONE]') context.info.bump('chat_streams_done');
+      if (!toTheEnd && frames >= wanted) break;
+    }
+  } catch (error) {
+    noteFailure(context, `${action}.read`, error);
+  } finally {
+    await reader.return(undefined).catch(() => undefined);
+  }
+  return taskId;
+}
+
 /** Server-sent frames after `startingAfter` must be numbered startingAfter+1, +2, ... */
 function checkFrames(context: RoundContext, frames: SseFrame[], startingAfter: number, what: string): void {
   frames.forEach((frame, index) => {
@@ -170,6 +244,21 @@ const worker = {
     await create(context, planCreate(context.random, 'plain'), null, 'create_plain');
   },
 
+  /** A chat completion; a third of them under an Idempotency-Key, sent up to three times at once. */
+  async create_chat(context: RoundContext): Promise<void> {
+    if (!takeBudget(context)) return;
+    const { random, ledger } = context;
+    const plan = planChat(random);
+    const action = `chat_${plan.mode}`;
+    if (!random.chance(1 / 3)) {
+      await createChat(context, plan, null, action);
+      return;
+    }
+    const key = `torture-chat-${context.round}-${random.int(0, 2 ** 30)}`;
+    ledger.keys.set(key, { key, kind: 'chat', body: plan.body, mode: plan.mode, policy: plan.policy, shape: plan.shape, seeded: plan.seeded, round: context.round, ids: new Set() });
+    await Promise.all(Array.from({ length: random.int(1, 3) }, () => createChat(context, plan, key, `burst_${action}`).catch((error: unknown) => noteFailure(context, 'burst_chat', error))));
+  },
+
   /** The same key and body sent several times at once: at most one task may come of it. */
   async idempotent_burst(context: RoundContext): Promise<void> {
     if (!takeBudget(context)) return;
@@ -177,7 +266,7 @@ const worker = {
     const mode = random.weighted<Mode>({ background: 6, background_stream: 2, plain: 2, stream: 1 });
     const plan = planCreate(random, mode);
     const key = `torture-${context.round}-${random.int(0, 2 ** 30)}`;
-    ledger.keys.set(key, { key, body: plan.body, mode, policy: plan.policy, shape: plan.shape, seeded: plan.seeded, round: context.round, ids: new Set() });
+    ledger.keys.set(key, { key, kind: 'response', body: plan.body, mode, policy: plan.policy, shape: plan.shape, seeded: plan.seeded, round: context.round, ids: new Set() });
     const copies = random.int(1, 6);
     await Promise.all(Array.from({ length: copies }, () => create(context, plan, key, `burst_${mode}`).catch((error: unknown) => noteFailure(context, 'burst', error))));
   },
@@ -187,29 +276,45 @@ const worker = {
     const { random, ledger } = context;
     if (ledger.keys.size === 0) return;
     const record = random.pick([...ledger.keys.values()]);
-    const plan: CreatePlan = { body: record.body, mode: record.mode, policy: record.policy, shape: record.shape, seeded: record.seeded };
     const copies = random.chance(0.3) ? random.int(2, 4) : 1;
-    await Promise.all(Array.from({ length: copies }, () => create(context, plan, record.key, `replay_${record.mode}`).catch((error: unknown) => noteFailure(context, 'replay', error))));
+    const send = (): Promise<string | null> => {
+      if (record.kind === 'chat') {
+        const body = record.body as CreateChatCompletionBody;
+        const plan: ChatPlan = { body, mode: record.mode === 'stream' ? 'stream' : 'plain', policy: record.policy, shape: record.shape, seeded: record.seeded, store: body.store === true };
+        return createChat(context, plan, record.key, `replay_chat_${plan.mode}`);
+      }
+      const plan: CreatePlan = { body: record.body as CreateResponseBody, mode: record.mode, policy: record.policy, shape: record.shape, seeded: record.seeded };
+      return create(context, plan, record.key, `replay_${record.mode}`);
+    };
+    await Promise.all(Array.from({ length: copies }, () => send().catch((error: unknown) => noteFailure(context, 'replay', error))));
   },
 
-  /** Cancels a known response: half the time one whose task runs now, for the 202 path. */
+  /**
+   * Cancels a known response or chat completion (by its task): half the time one whose task runs
+   * now, for the 202 path.
+   */
   async cancel(context: RoundContext): Promise<void> {
-    const responseId = (context.random.chance(0.5) ? await someActiveResponse(context) : null) ?? context.ledger.recent(context.random);
-    if (!responseId) return;
-    const answer = await api(context.service, `/v1/responses/${responseId}/cancel`, { method: 'POST', signal: requestSignal(context) });
-    noteStatus(context, 'cancel', answer.status, `${responseId} ${await answer.text().catch(() => '')}`.slice(0, 300));
-    if ((answer.status === 200 || answer.status === 202) && !context.ledger.cancelled.has(responseId)) context.ledger.cancelled.set(responseId, answer.status);
+    const id = (context.random.chance(0.5) ? await someActiveResponse(context) : null) ?? context.ledger.recent(context.random);
+    if (!id) return;
+    const path = kindOf(context, id) === 'chat' ? `/v1/tasks/${id}/cancel` : `/v1/responses/${id}/cancel`;
+    const answer = await api(context.service, path, { method: 'POST', signal: requestSignal(context) });
+    noteStatus(context, 'cancel', answer.status, `${id} ${await answer.text().catch(() => '')}`.slice(0, 300));
+    if ((answer.status === 200 || answer.status === 202) && !context.ledger.cancelled.has(id)) context.ledger.cancelled.set(id, answer.status);
   },
 
-  /** Follows a known response's stream from a small sequence number for a few frames. */
+  /**
+   * Follows a known response's stream (a chat completion's: its task's event stream) from a small
+   * sequence number for a few frames.
+   */
   async follow(context: RoundContext): Promise<void> {
-    const responseId = context.ledger.recent(context.random);
-    if (!responseId) return;
+    const id = context.ledger.recent(context.random);
+    if (!id) return;
     const startingAfter = context.random.int(0, 3);
     const controller = new AbortController();
     const signal = AbortSignal.any([requestSignal(context, 5000), controller.signal]);
-    const answer = await api(context.service, `/v1/responses/${responseId}?stream=true&starting_after=${startingAfter}`, { signal });
-    noteStatus(context, 'follow', answer.status, responseId);
+    const path = kindOf(context, id) === 'chat' ? `/v1/tasks/${id}/events?stream=true&starting_after=${startingAfter}` : `/v1/responses/${id}?stream=true&starting_after=${startingAfter}`;
+    const answer = await api(context.service, path, { signal });
+    noteStatus(context, 'follow', answer.status, id);
     if (answer.status !== 200) {
       await answer.body?.cancel().catch(() => undefined);
       return;
@@ -228,18 +333,27 @@ const worker = {
       controller.abort();
       await reader.return(undefined).catch(() => undefined);
     }
-    checkFrames(context, frames, startingAfter, `follow ${responseId}`);
+    checkFrames(context, frames, startingAfter, `follow ${id}`);
   },
 } satisfies Record<Action, (context: RoundContext) => Promise<void>>;
 
-/** A response acknowledged to us whose task is loading or running now, if there is one. */
+function kindOf(context: RoundContext, id: string): Kind {
+  return context.ledger.acknowledged.get(id)?.kind ?? 'response';
+}
+
+/**
+ * A response or chat completion acknowledged to us (its id as in the ledger) whose task is
+ * loading or running now, if there is one.
+ */
 async function someActiveResponse(context: RoundContext): Promise<string | null> {
   const answer = await api(context.service, '/v1/tasks?status=loading,running&limit=20', { signal: requestSignal(context, 5000) });
   if (answer.status !== 200) {
     noteStatus(context, 'list_active', answer.status, await answer.text().catch(() => ''));
     return null;
   }
-  const ids = ((await answer.json()) as { data: TaskObject[] }).data.flatMap((task) => (task.response_id ? [task.response_id] : [])).filter((id) => context.ledger.acknowledged.has(id));
+  const ids = ((await answer.json()) as { data: TaskObject[] }).data
+    .map((task) => (task.kind === 'chat_completion' ? task.id : task.response_id))
+    .filter((id): id is string => id !== null && context.ledger.acknowledged.has(id));
   return ids.length > 0 ? context.random.pick(ids) : null;
 }
 

@@ -4,20 +4,26 @@
  */
 import BetterSqlite3 from 'better-sqlite3';
 import { join } from 'node:path';
+import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../src/api/types.js';
 import { api, type TestService } from '../../test/helpers/service.js';
 import type { Ledger } from './ledger.js';
 import { sleep } from './processes.js';
 import type { Info, Invariant, Violations } from './report.js';
-import { textOf } from './shapes.js';
+import { chatTextOf, textOf, type References } from './shapes.js';
 
-const TERMINAL_EVENTS = new Set(['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled']);
+const TERMINAL_EVENTS = new Set([
+  'response.completed', 'response.incomplete', 'response.failed', 'response.cancelled',
+  'chat.completion.completed', 'chat.completion.failed', 'chat.completion.cancelled',
+]);
 export const FINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
 const UNFINISHED_QUERY = 'status=queued,loading,running,cancelling';
 
 interface TaskRow {
   id: string;
-  response_id: string;
+  kind: string;
+  response_id: string | null;
+  completion_id: string | null;
   status: string;
   on_restart: string;
   last_sequence_number: number;
@@ -38,26 +44,55 @@ export interface Sealed {
 export interface CheckInputs {
   ledger: Ledger;
   violations: Violations;
-  references: readonly string[];
+  references: References;
   sealed: Map<string, Sealed>;
 }
 
+/** An event as the checks read it, from the database or the API. */
+interface CheckedEvent {
+  sequence_number: number;
+  type: string;
+  /** The text a delta (or a chat chunk's `delta.content`) adds. */
+  delta?: unknown;
+  /** The attempt a `response.queued` starts. */
+  attempt?: number;
+  /** A `chat.completion.queued` whose completion holds no content: what came before is dropped. */
+  startsOver?: boolean;
+}
+
+/** The id the ledger knows a task by: its response's, or its own for a chat completion. */
+function ledgerIdOf(task: { id: string; kind: string; response_id: string | null }): string {
+  return task.kind === 'chat_completion' ? task.id : task.response_id ?? task.id;
+}
+
 /**
- * The text of a task's current attempt, from its events: the deltas concatenated, starting over
- * at a `response.queued` that began a new attempt (a `retry` restart drops earlier output).
+ * The text of a task's current attempt, from its events: the deltas (or chat chunks' content)
+ * concatenated, starting over at a `response.queued` that began a new attempt (a `retry` restart
+ * drops earlier output), or at a `chat.completion.queued` with no content: the chat completion
+ * object carries no attempt, and a retry empties it, while a resume keeps what it has (a resume
+ * of a task with no content yet drops nothing but empty chunks either way).
  */
-export function attemptText(events: ReadonlyArray<{ type: string; delta?: unknown; attempt?: number }>): string {
+export function attemptText(events: ReadonlyArray<CheckedEvent>): string {
   let text = '';
   let attempt = 1;
   for (const event of events) {
     if (event.type === 'response.queued' && (event.attempt ?? attempt) > attempt) {
       attempt = event.attempt!;
       text = '';
-    } else if (event.type === 'response.output_text.delta') {
+    } else if (event.type === 'chat.completion.queued' && event.startsOver) {
+      text = '';
+    } else if (event.type === 'response.output_text.delta' || event.type === 'chat.completion.chunk') {
       text += String(event.delta ?? '');
     }
   }
   return text;
+}
+
+/** What the checks read of a chat event's payload (`chunk` or `completion`). */
+function chatEventFields(type: string, payload: { chunk?: { choices?: Array<{ delta?: { content?: string | null } }> }; completion?: ChatCompletionObject }): Partial<CheckedEvent> {
+  if (type === 'chat.completion.chunk') return { delta: payload.chunk?.choices?.[0]?.delta?.content ?? '' };
+  if (type === 'chat.completion.queued') return { startsOver: (payload.completion ? chatTextOf(payload.completion) : '') === '' };
+  return {};
 }
 
 /**
@@ -66,8 +101,8 @@ export function attemptText(events: ReadonlyArray<{ type: string; delta?: unknow
  * deltas concatenate to its final text, a completed one with a fixed seed has the reference text,
  * and one cancelled with a 2xx is cancelled.
  */
-function checkTaskLog(inputs: CheckInputs, task: { id: string; responseId: string; status: string; policy: string; last: number },
-  events: ReadonlyArray<{ sequence_number: number; type: string; delta?: unknown; attempt?: number }>, finalText: string | null, where: string): void {
+function checkTaskLog(inputs: CheckInputs, task: { id: string; ledgerId: string; status: string; policy: string; last: number },
+  events: ReadonlyArray<CheckedEvent>, finalText: string | null, where: string): void {
   const { violations, ledger, references } = inputs;
   const numbersOk = events.length === task.last && events.every((event, index) => event.sequence_number === index + 1);
   if (!numbersOk) {
@@ -80,7 +115,7 @@ function checkTaskLog(inputs: CheckInputs, task: { id: string; responseId: strin
   if (terminals.length > 1 || (terminals.length === 1 && lastEvent && !TERMINAL_EVENTS.has(lastEvent.type)) || (final !== (terminals.length === 1))) {
     violations.add('terminal_event_errors', task.id, `${where}: status ${task.status}, terminal events ${terminals.map((event) => `${event.type}@${event.sequence_number}`).join(' ') || 'none'}, last event ${lastEvent?.type}@${lastEvent?.sequence_number}`);
   }
-  const cancelStatus = ledger.cancelled.get(task.responseId);
+  const cancelStatus = ledger.cancelled.get(task.ledgerId);
   if (cancelStatus !== undefined && task.status !== 'cancelled' && task.status !== 'cancelling') {
     violations.add('cancelled_not_cancelled', task.id, `${where}: cancel answered ${cancelStatus}, task is ${task.status}`);
   }
@@ -89,22 +124,25 @@ function checkTaskLog(inputs: CheckInputs, task: { id: string; responseId: strin
   if (finalText !== null && text !== finalText) {
     violations.add('delta_text_mismatch', task.id, `${where}: deltas give ${text.length} characters, final text has ${finalText.length}`);
   }
-  const record = ledger.acknowledged.get(task.responseId);
+  const record = ledger.acknowledged.get(task.ledgerId);
   if (task.status === 'completed' && record?.seeded && finalText !== null) {
-    const expected = references[record.shape]!;
+    const expected = (record.kind === 'chat' ? references.chat : references.responses)[record.shape]!;
     if (finalText !== expected) {
       const invariant: Invariant = task.policy === 'resume' ? 'resume_text_mismatch' : 'other_text_mismatch';
-      violations.add(invariant, task.id, `${where}: shape ${record.shape} (${record.mode}, ${task.policy}) ended with ${JSON.stringify(finalText.slice(0, 60))}..., an uninterrupted run gives ${JSON.stringify(expected.slice(0, 60))}...`);
+      violations.add(invariant, task.id, `${where}: ${record.kind} shape ${record.shape} (${record.mode}, ${task.policy}) ended with ${JSON.stringify(finalText.slice(0, 60))}..., an uninterrupted run gives ${JSON.stringify(expected.slice(0, 60))}...`);
     }
   }
 }
 
 /** Event rows from the database as the checks want them (attempt of `response.queued`, delta text). */
-function parseEventRows(rows: EventRow[]): Array<{ sequence_number: number; type: string; delta?: unknown; attempt?: number }> {
+function parseEventRows(rows: EventRow[]): CheckedEvent[] {
   return rows.map((row) => {
     if (row.type === 'response.output_text.delta') return { sequence_number: row.sequence_number, type: row.type, delta: (JSON.parse(row.data) as { delta?: unknown }).delta };
     if (row.type === 'response.queued') {
       return { sequence_number: row.sequence_number, type: row.type, attempt: (JSON.parse(row.data) as { response?: ResponseObject }).response?.task.attempt };
+    }
+    if (row.type === 'chat.completion.chunk' || row.type === 'chat.completion.queued') {
+      return { sequence_number: row.sequence_number, type: row.type, ...chatEventFields(row.type, JSON.parse(row.data) as never) };
     }
     return { sequence_number: row.sequence_number, type: row.type };
   });
@@ -123,16 +161,22 @@ export function offlineCheck(dataDir: string, inputs: CheckInputs, options: { fu
     if (integrity.length !== 1 || integrity[0]!.integrity_check !== 'ok') {
       violations.add('integrity_check_failures', options.where, integrity.slice(0, 3).map((row) => row.integrity_check).join('; '));
     }
-    const tasks = db.prepare('SELECT id, response_id, status, on_restart, last_sequence_number FROM tasks').all() as TaskRow[];
-    const byResponse = new Map(tasks.map((task) => [task.response_id, task]));
+    const tasks = db.prepare('SELECT id, kind, response_id, completion_id, status, on_restart, last_sequence_number FROM tasks').all() as TaskRow[];
+    const byLedgerId = new Map(tasks.map((task) => [ledgerIdOf(task), task]));
     const responseIds = new Set((db.prepare('SELECT id FROM responses').all() as Array<{ id: string }>).map((row) => row.id));
-    for (const responseId of ledger.acknowledged.keys()) {
-      if (!byResponse.has(responseId) || !responseIds.has(responseId)) {
-        violations.add('missing_acknowledged', responseId, `${options.where}: not in the database (task ${byResponse.has(responseId) ? 'present' : 'absent'}, response ${responseIds.has(responseId) ? 'present' : 'absent'})`);
+    const completionIds = new Set((db.prepare('SELECT id FROM chat_completions').all() as Array<{ id: string }>).map((row) => row.id));
+    for (const [id, record] of ledger.acknowledged) {
+      // A `store: false` chat completion is deleted, task and all, once it has finished.
+      if (!record.store) continue;
+      const task = byLedgerId.get(id);
+      const subject = record.kind === 'chat' ? task?.completion_id != null && completionIds.has(task.completion_id) : responseIds.has(id);
+      if (!task || !subject) {
+        violations.add('missing_acknowledged', id, `${options.where}: not in the database (task ${task ? 'present' : 'absent'}, ${record.kind === 'chat' ? 'chat completion' : 'response'} ${subject ? 'present' : 'absent'})`);
       }
     }
     const eventsOf = db.prepare<[string], EventRow>('SELECT sequence_number, type, data FROM task_events WHERE task_id = ? ORDER BY sequence_number');
     const outputText = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM responses WHERE id = ?');
+    const chatOutputText = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM chat_completions WHERE id = ?');
     for (const task of tasks) {
       const seal = sealed.get(task.id);
       if (seal) {
@@ -143,14 +187,16 @@ export function offlineCheck(dataDir: string, inputs: CheckInputs, options: { fu
       }
       const events = parseEventRows(eventsOf.all(task.id));
       const final = FINAL_STATUSES.has(task.status);
-      const finalText = final ? outputText.get(task.response_id)?.output_text ?? '' : null;
-      checkTaskLog(inputs, { id: task.id, responseId: task.response_id ?? '', status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, options.where);
+      const finalText = !final ? null
+        : task.kind === 'chat_completion' ? chatOutputText.get(task.completion_id ?? '')?.output_text ?? ''
+          : outputText.get(task.response_id ?? '')?.output_text ?? '';
+      checkTaskLog(inputs, { id: task.id, ledgerId: ledgerIdOf(task), status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, options.where);
       if (final) sealed.set(task.id, { status: task.status, last: task.last_sequence_number });
     }
     if (options.full) aggregateLogCheck(db, tasks, violations, options.where);
     // Once a task is sealed it is only ever compared; the cancel ledger must also hold for them.
-    for (const [responseId, status] of ledger.cancelled) {
-      const task = byResponse.get(responseId);
+    for (const [id, status] of ledger.cancelled) {
+      const task = byLedgerId.get(id);
       if (task && task.status !== 'cancelled' && task.status !== 'cancelling') {
         violations.add('cancelled_not_cancelled', task.id, `${options.where}: cancel answered ${status}, task is ${task.status}`);
       }
@@ -168,9 +214,11 @@ export function recoveryCoverage(dataDir: string, info: Info): void {
   const db = new BetterSqlite3(join(dataDir, 'lmsp.db'), { readonly: true, fileMustExist: true });
   try {
     const events = db.prepare(`SELECT type, count(*) AS n FROM task_events
-      WHERE type IN ('response.queued', 'response.resumed', 'response.cancelling', 'response.cancelled', 'response.failed') GROUP BY type`).all() as Array<{ type: string; n: number }>;
+      WHERE type IN ('response.queued', 'response.resumed', 'response.cancelling', 'response.cancelled', 'response.failed',
+                     'chat.completion.queued', 'chat.completion.resumed', 'chat.completion.cancelling', 'chat.completion.cancelled', 'chat.completion.failed')
+      GROUP BY type`).all() as Array<{ type: string; n: number }>;
     for (const { type, n } of events) info.bump(`events.${type}`, n);
-    const endings = db.prepare(`SELECT status || '.' || on_restart || coalesce('.' || error_code, '') AS ending, count(*) AS n FROM tasks GROUP BY ending`).all() as Array<{ ending: string; n: number }>;
+    const endings = db.prepare(`SELECT kind || '.' || status || '.' || on_restart || coalesce('.' || error_code, '') AS ending, count(*) AS n FROM tasks GROUP BY ending`).all() as Array<{ ending: string; n: number }>;
     for (const { ending, n } of endings) info.bump(`ended.${ending}`, n);
   } finally {
     db.close();
@@ -207,16 +255,20 @@ function aggregateLogCheck(db: BetterSqlite3.Database, tasks: TaskRow[], violati
   }
 }
 
-/** After a restart: every response acknowledged since the last check answers GET (not 404). */
+/**
+ * After a restart: every response acknowledged since the last check answers GET (not 404), and
+ * so does the task of every stored chat completion.
+ */
 export async function onlineCheckFresh(service: TestService, ledger: Ledger, violations: Violations, where: string): Promise<void> {
-  const ids = ledger.fresh;
+  const ids = ledger.fresh.filter((id) => ledger.acknowledged.get(id)?.store !== false);
   ledger.fresh = [];
-  await inBatches(ids, 8, async (responseId) => {
-    const answer = await api(service, `/v1/responses/${responseId}`, { signal: AbortSignal.timeout(10_000) });
+  await inBatches(ids, 8, async (id) => {
+    const path = ledger.acknowledged.get(id)?.kind === 'chat' ? `/v1/tasks/${id}` : `/v1/responses/${id}`;
+    const answer = await api(service, path, { signal: AbortSignal.timeout(10_000) });
     const text = await answer.text();
-    if (answer.status === 404) violations.add('missing_acknowledged', responseId, `${where}: GET answered 404`);
-    else if (answer.status >= 500) violations.add('server_errors', `GET ${responseId} ${where}`, `${answer.status} ${text.slice(0, 200)}`);
-    else if (answer.status !== 200) throw new Error(`GET /v1/responses/${responseId} answered ${answer.status}: ${text}`);
+    if (answer.status === 404) violations.add('missing_acknowledged', id, `${where}: GET answered 404`);
+    else if (answer.status >= 500) violations.add('server_errors', `GET ${id} ${where}`, `${answer.status} ${text.slice(0, 200)}`);
+    else if (answer.status !== 200) throw new Error(`GET ${path} answered ${answer.status}: ${text}`);
   });
 }
 
@@ -228,10 +280,11 @@ export async function inBatches<T>(items: readonly T[], width: number, work: (it
 export function checkKeys(ledger: Ledger, violations: Violations, info: Info): void {
   for (const record of ledger.keys.values()) {
     if (record.ids.size <= 1) continue;
-    if (record.mode === 'stream') {
+    if (record.mode === 'stream' || record.kind === 'chat') {
       // A plain streaming create whose client left (or whose service died) releases its key: the
-      // documented behaviour (docs/api.md), so a retry runs again. Counted, not a violation here.
-      info.bump('stream_keys_run_again');
+      // documented behaviour (docs/api.md), so a retry runs again. So does a plain chat
+      // completion, whose client's leaving cancels it. Counted, not a violation here.
+      info.bump(record.kind === 'chat' ? 'chat_keys_run_again' : 'stream_keys_run_again');
       continue;
     }
     violations.add('idempotency_double_tasks', record.key, `${record.mode} create answered with ${[...record.ids].join(', ')}`);
@@ -276,27 +329,34 @@ export async function eventsViaApi(service: TestService, taskId: string): Promis
 export async function finalApiCheck(service: TestService, inputs: CheckInputs): Promise<number> {
   const { violations, ledger } = inputs;
   const tasks = await allTasks(service);
-  const byResponse = new Map(tasks.map((task) => [task.response_id, task]));
-  await inBatches([...ledger.acknowledged.keys()].filter((id) => !byResponse.has(id)), 8, async (responseId) => {
-    const answer = await api(service, `/v1/responses/${responseId}`, { signal: AbortSignal.timeout(10_000) });
+  const byLedgerId = new Map(tasks.map((task) => [ledgerIdOf(task), task]));
+  const missing = [...ledger.acknowledged.values()].filter((record) => record.store && !byLedgerId.has(record.id));
+  await inBatches(missing, 8, async (record) => {
+    const answer = await api(service, record.kind === 'chat' ? `/v1/tasks/${record.id}` : `/v1/responses/${record.id}`, { signal: AbortSignal.timeout(10_000) });
     await answer.body?.cancel().catch(() => undefined);
-    violations.add('missing_acknowledged', responseId, `end: not listed, GET answered ${answer.status}`);
+    violations.add('missing_acknowledged', record.id, `end: not listed, GET answered ${answer.status}`);
   });
   await inBatches(tasks, 8, async (task) => {
-    const events = (await eventsViaApi(service, task.id)).map((event) => ({
+    const events: CheckedEvent[] = (await eventsViaApi(service, task.id)).map((event) => ({
       sequence_number: event.sequence_number,
       type: event.type,
       delta: event.delta,
       attempt: event.type === 'response.queued' ? (event.response as ResponseObject | undefined)?.task.attempt : undefined,
+      ...(event.type.startsWith('chat.completion.') ? chatEventFields(event.type, event as never) : {}),
     }));
     let finalText: string | null = null;
     if (FINAL_STATUSES.has(task.status)) {
-      const answer = await api(service, `/v1/responses/${task.response_id}`, { signal: AbortSignal.timeout(10_000) });
-      finalText = answer.status === 200 ? textOf((await answer.json()) as ResponseObject) : null;
+      if (task.kind === 'chat_completion') {
+        const answer = await api(service, `/v1/chat/completions/${task.completion_id}`, { signal: AbortSignal.timeout(10_000) });
+        finalText = answer.status === 200 ? chatTextOf((await answer.json()) as ChatCompletionObject) : null;
+      } else {
+        const answer = await api(service, `/v1/responses/${task.response_id}`, { signal: AbortSignal.timeout(10_000) });
+        finalText = answer.status === 200 ? textOf((await answer.json()) as ResponseObject) : null;
+      }
     } else {
       violations.add('unfinished_at_end', task.id, `still ${task.status} at the end`);
     }
-    checkTaskLog(inputs, { id: task.id, responseId: task.response_id ?? '', status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, 'end (API)');
+    checkTaskLog(inputs, { id: task.id, ledgerId: ledgerIdOf(task), status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, 'end (API)');
   });
   return tasks.length;
 }

@@ -181,7 +181,7 @@ export async function afterFault(service: TestService, acknowledged: readonly st
     const numbersOk = events.length === task.last_sequence_number && events.every((event, index) => event.sequence_number === index + 1);
     if (!numbersOk) countFault(report, 'event_log_errors');
     const response = (await (await api(restarted, `/v1/responses/${task.response_id}`, { signal: AbortSignal.timeout(10_000) })).json()) as ResponseObject;
-    const deltas = attemptText(events.map((event) => ({ type: event.type, delta: event.delta, attempt: (event.response as ResponseObject | undefined)?.task.attempt })));
+    const deltas = attemptText(events.map((event) => ({ sequence_number: event.sequence_number, type: event.type, delta: event.delta, attempt: (event.response as ResponseObject | undefined)?.task.attempt })));
     if (deltas !== textOf(response)) countFault(report, 'delta_text_mismatch');
   }
   if (witnessId) await checkWitness(restarted, witnessId, report);

@@ -3,14 +3,25 @@
  * it accepted and the idempotency keys used, so that the checks can tell a lost acknowledgement
  * or a second task behind one key from ordinary crash noise.
  */
+import type { CreateChatCompletionBody } from '../../src/api/chat-completions.js';
 import type { CreateResponseBody } from '../../src/api/types.js';
 import type { RestartPolicy } from '../../src/domain/tasks.js';
 import type { Random } from './random.js';
 
 export type Mode = 'background' | 'background_stream' | 'stream' | 'plain';
 
+/**
+ * What was created: a response (known by its response id) or a chat completion (known by its
+ * task id, which the status line names before any chunk: `LMSP-Task-Id`).
+ */
+export type Kind = 'response' | 'chat';
+
 interface Acknowledged {
-  responseId: string;
+  /** The response id, or the task id of a chat completion. */
+  id: string;
+  kind: Kind;
+  /** False for a chat completion made with `store: false`, deleted (task and log) once finished. */
+  store: boolean;
   mode: Mode;
   policy: RestartPolicy;
   shape: number;
@@ -20,19 +31,20 @@ interface Acknowledged {
 
 interface KeyRecord {
   key: string;
-  body: CreateResponseBody;
+  kind: Kind;
+  body: CreateResponseBody | CreateChatCompletionBody;
   mode: Mode;
   policy: RestartPolicy;
   shape: number;
   seeded: boolean;
   round: number;
-  /** Distinct response ids named by 2xx answers for this key. */
+  /** Distinct ids (as in Acknowledged) named by 2xx answers for this key. */
   ids: Set<string>;
 }
 
 export class Ledger {
   readonly acknowledged = new Map<string, Acknowledged>();
-  /** Response id -> the status of its first 2xx cancel answer. */
+  /** Id (as in Acknowledged) -> the status of its first 2xx cancel answer. */
   readonly cancelled = new Map<string, number>();
   readonly keys = new Map<string, KeyRecord>();
   /** Acknowledged since the last API check after a restart. */
@@ -41,10 +53,10 @@ export class Ledger {
   private recentIds: string[] = [];
 
   acknowledge(record: Acknowledged): void {
-    if (this.acknowledged.has(record.responseId)) return;
-    this.acknowledged.set(record.responseId, record);
-    this.fresh.push(record.responseId);
-    this.recentIds.push(record.responseId);
+    if (this.acknowledged.has(record.id)) return;
+    this.acknowledged.set(record.id, record);
+    this.fresh.push(record.id);
+    this.recentIds.push(record.id);
     if (this.recentIds.length > 40) this.recentIds.shift();
   }
 

@@ -3,6 +3,7 @@
  * uninterrupted run of each gives (the reference every completed seeded task is held to).
  */
 import { rmSync } from 'node:fs';
+import type { ChatCompletionObject, CreateChatCompletionBody } from '../../src/api/chat-completions.js';
 import type { CreateResponseBody, ResponseObject } from '../../src/api/types.js';
 import { makeDataDir } from '../../test/helpers/data-dir.js';
 import { api } from '../../test/helpers/service.js';
@@ -38,6 +39,44 @@ export const SHAPES: readonly Shape[] = [
 
 export const MODEL = 'lmsp-tiny';
 
+/** The Chat Completions shapes (LMSP 13): the same core, another template, other texts. */
+interface ChatShape {
+  messages: CreateChatCompletionBody['messages'];
+  seed: number;
+  temperature: number;
+  top_p: number;
+  max_completion_tokens: number;
+}
+
+export const CHAT_SHAPES: readonly ChatShape[] = [
+  { messages: [{ role: 'user', content: 'Say something.' }], seed: 11, temperature: 1, top_p: 1, max_completion_tokens: 8 },
+  {
+    messages: [{ role: 'system', content: 'You are brief.' }, { role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: 'More.' }],
+    seed: 5, temperature: 0.8, top_p: 0.9, max_completion_tokens: 40,
+  },
+  { messages: [{ role: 'developer', content: 'Greedy.' }, { role: 'user', content: [{ type: 'text', text: 'A list, please.' }] }], seed: 8, temperature: 0, top_p: 1, max_completion_tokens: 120 },
+  { messages: [{ role: 'user', content: 'Go on for a while.' }], seed: 31337, temperature: 1.2, top_p: 0.95, max_completion_tokens: 160 },
+];
+
+export function chatBodyOf(shape: ChatShape, seeded: boolean): CreateChatCompletionBody {
+  const body: CreateChatCompletionBody = {
+    model: MODEL, messages: shape.messages, temperature: shape.temperature, top_p: shape.top_p, max_completion_tokens: shape.max_completion_tokens,
+  };
+  if (seeded) body.seed = shape.seed;
+  return body;
+}
+
+export function chatTextOf(completion: ChatCompletionObject): string {
+  return completion.choices[0]?.message.content ?? '';
+}
+
+export interface References {
+  /** The text of an uninterrupted run of each of SHAPES. */
+  responses: string[];
+  /** The same for CHAT_SHAPES. */
+  chat: string[];
+}
+
 export function bodyOf(shape: Shape, seeded: boolean): CreateResponseBody {
   const body: CreateResponseBody = {
     model: MODEL, input: shape.input, temperature: shape.temperature, top_p: shape.top_p, max_output_tokens: shape.max_output_tokens,
@@ -48,7 +87,7 @@ export function bodyOf(shape: Shape, seeded: boolean): CreateResponseBody {
 }
 
 /** The text of an uninterrupted run of every shape, from plain requests on a service never killed. */
-export async function referenceTexts(log: (line: string) => void = () => {}): Promise<string[]> {
+export async function referenceTexts(log: (line: string) => void = () => {}): Promise<References> {
   const service = await startWithRetry({ dataDir: makeDataDir('torture-reference') });
   try {
     const texts: string[] = [];
@@ -59,8 +98,14 @@ export async function referenceTexts(log: (line: string) => void = () => {}): Pr
       if (response.task.status !== 'completed') throw new Error(`reference response ended ${response.task.status}`);
       texts.push(textOf(response));
     }
-    log(`reference texts: ${texts.length} shapes (${texts.map((text) => text.length).join(', ')} characters)`);
-    return texts;
+    const chat: string[] = [];
+    for (const shape of CHAT_SHAPES) {
+      const answer = await api(service, '/v1/chat/completions', { method: 'POST', json: chatBodyOf(shape, true), signal: AbortSignal.timeout(60_000) });
+      if (answer.status !== 200) throw new Error(`reference chat completion answered ${answer.status}: ${await answer.text()}`);
+      chat.push(chatTextOf((await answer.json()) as ChatCompletionObject));
+    }
+    log(`reference texts: ${texts.length} + ${chat.length} shapes (${[...texts, ...chat].map((text) => text.length).join(', ')} characters)`);
+    return { responses: texts, chat };
   } finally {
     await service.kill();
     rmSync(service.dataDir, { recursive: true, force: true });
