@@ -14,6 +14,12 @@ import type { Random } from './random.js';
 import type { Info, Violations } from './report.js';
 import { bodyOf, CHAT_SHAPES, chatBodyOf, SHAPES } from './shapes.js';
 
+/** Where the round's model pulls come from: a loopback file server (run.ts), slow enough to be cut. */
+export interface PullSource {
+  url: string;
+  digest: string;
+}
+
 export interface RoundContext {
   round: number;
   service: TestService;
@@ -25,16 +31,17 @@ export interface RoundContext {
   signal: AbortSignal;
   /** New tasks this round may still create (shared by the workers). */
   createBudget: { left: number };
+  pullSource: PullSource;
 }
 
-type Action = 'create_background' | 'create_stream' | 'create_plain' | 'create_chat' | 'idempotent_burst' | 'replay_key' | 'cancel' | 'follow';
+type Action = 'create_background' | 'create_stream' | 'create_plain' | 'create_chat' | 'pull' | 'idempotent_burst' | 'replay_key' | 'cancel' | 'follow';
 
 export const ACTIONS_CREATING: Record<Action, number> = {
-  create_background: 30, create_stream: 10, create_plain: 5, create_chat: 14, idempotent_burst: 10, replay_key: 8, cancel: 6, follow: 6,
+  create_background: 30, create_stream: 10, create_plain: 5, create_chat: 14, pull: 4, idempotent_burst: 10, replay_key: 8, cancel: 6, follow: 6,
 };
 /** A round with too long a backlog only cancels and reads, so the backlog shrinks. */
 export const ACTIONS_DRAINING: Record<Action, number> = {
-  create_background: 0, create_stream: 0, create_plain: 0, create_chat: 0, idempotent_burst: 0, replay_key: 0, cancel: 3, follow: 1,
+  create_background: 0, create_stream: 0, create_plain: 0, create_chat: 0, pull: 0, idempotent_burst: 0, replay_key: 0, cancel: 3, follow: 1,
 };
 
 /** The signal of one request: the round's, bounded in time as well. */
@@ -244,6 +251,29 @@ const worker = {
     await create(context, planCreate(context.random, 'plain'), null, 'create_plain');
   },
 
+  /**
+   * A model pull (LMSP 5.1) of a fresh id, under any restart policy; one in ten names a wrong
+   * digest, which must fail it, and one in ten none.
+   */
+  async pull(context: RoundContext): Promise<void> {
+    if (!takeBudget(context)) return;
+    const { random, pullSource } = context;
+    const modelId = `pull-${context.round}-${random.int(0, 2 ** 30)}`;
+    const choice = random.weighted({ right: 8, wrong: 1, none: 1 });
+    const body: Record<string, unknown> = { source: pullSource.url, id: modelId, on_restart: random.weighted<RestartPolicy>({ resume: 2, retry: 1, fail: 1 }) };
+    if (choice === 'right') body.digest = pullSource.digest;
+    if (choice === 'wrong') body.digest = `sha256:${'0'.repeat(64)}`;
+    const answer = await api(context.service, '/v1/models/pull', { method: 'POST', json: body, signal: requestSignal(context) });
+    const text = await answer.text().catch(() => '');
+    noteStatus(context, 'pull', answer.status, text.slice(0, 300));
+    if (answer.status !== 202) return;
+    const task = JSON.parse(text) as TaskObject;
+    context.ledger.acknowledge({
+      id: task.id, kind: 'pull', store: true, mode: 'background', policy: body.on_restart as RestartPolicy, shape: -1, seeded: false, round: context.round,
+      pull: { modelId, wrongDigest: choice === 'wrong' },
+    });
+  },
+
   /** A chat completion; a third of them under an Idempotency-Key, sent up to three times at once. */
   async create_chat(context: RoundContext): Promise<void> {
     if (!takeBudget(context)) return;
@@ -296,7 +326,7 @@ const worker = {
   async cancel(context: RoundContext): Promise<void> {
     const id = (context.random.chance(0.5) ? await someActiveResponse(context) : null) ?? context.ledger.recent(context.random);
     if (!id) return;
-    const path = kindOf(context, id) === 'chat' ? `/v1/tasks/${id}/cancel` : `/v1/responses/${id}/cancel`;
+    const path = kindOf(context, id) === 'response' ? `/v1/responses/${id}/cancel` : `/v1/tasks/${id}/cancel`;
     const answer = await api(context.service, path, { method: 'POST', signal: requestSignal(context) });
     noteStatus(context, 'cancel', answer.status, `${id} ${await answer.text().catch(() => '')}`.slice(0, 300));
     if ((answer.status === 200 || answer.status === 202) && !context.ledger.cancelled.has(id)) context.ledger.cancelled.set(id, answer.status);
@@ -312,7 +342,7 @@ const worker = {
     const startingAfter = context.random.int(0, 3);
     const controller = new AbortController();
     const signal = AbortSignal.any([requestSignal(context, 5000), controller.signal]);
-    const path = kindOf(context, id) === 'chat' ? `/v1/tasks/${id}/events?stream=true&starting_after=${startingAfter}` : `/v1/responses/${id}?stream=true&starting_after=${startingAfter}`;
+    const path = kindOf(context, id) === 'response' ? `/v1/responses/${id}?stream=true&starting_after=${startingAfter}` : `/v1/tasks/${id}/events?stream=true&starting_after=${startingAfter}`;
     const answer = await api(context.service, path, { signal });
     noteStatus(context, 'follow', answer.status, id);
     if (answer.status !== 200) {
@@ -352,7 +382,7 @@ async function someActiveResponse(context: RoundContext): Promise<string | null>
     return null;
   }
   const ids = ((await answer.json()) as { data: TaskObject[] }).data
-    .map((task) => (task.kind === 'chat_completion' ? task.id : task.response_id))
+    .map((task) => (task.kind === 'response' ? task.response_id : task.id))
     .filter((id): id is string => id !== null && context.ledger.acknowledged.has(id));
   return ids.length > 0 ? context.random.pick(ids) : null;
 }

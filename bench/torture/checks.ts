@@ -3,6 +3,7 @@
  * down, and online, through the API after a restart and at the end (black box).
  */
 import BetterSqlite3 from 'better-sqlite3';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../src/api/types.js';
@@ -15,6 +16,7 @@ import { chatTextOf, textOf, type References } from './shapes.js';
 const TERMINAL_EVENTS = new Set([
   'response.completed', 'response.incomplete', 'response.failed', 'response.cancelled',
   'chat.completion.completed', 'chat.completion.failed', 'chat.completion.cancelled',
+  'model.pull.completed', 'model.pull.failed', 'model.pull.cancelled',
 ]);
 export const FINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
 const UNFINISHED_QUERY = 'status=queued,loading,running,cancelling';
@@ -46,6 +48,8 @@ export interface CheckInputs {
   violations: Violations;
   references: References;
   sealed: Map<string, Sealed>;
+  /** The digest of the file every pull fetches. */
+  pullDigest: string;
 }
 
 /** An event as the checks read it, from the database or the API. */
@@ -60,9 +64,32 @@ interface CheckedEvent {
   startsOver?: boolean;
 }
 
-/** The id the ledger knows a task by: its response's, or its own for a chat completion. */
+/** The id the ledger knows a task by: its response's, or its own for a chat completion or a pull. */
 function ledgerIdOf(task: { id: string; kind: string; response_id: string | null }): string {
-  return task.kind === 'chat_completion' ? task.id : task.response_id ?? task.id;
+  return task.kind === 'response' ? task.response_id ?? task.id : task.id;
+}
+
+/**
+ * A finished pull (LMSP 5.1), in the database: completed means its model is registered with the
+ * file's digest and the file is in place; otherwise no model and no partial file. A pull that named
+ * a wrong digest never completes. Pulls not made by the workers are left alone.
+ */
+function checkFinishedPull(inputs: CheckInputs, task: { id: string; status: string }, model: { digest: string; path: string } | undefined,
+  modelsDir: string, where: string): void {
+  const pull = inputs.ledger.acknowledged.get(task.id)?.pull;
+  if (!pull) return;
+  const partial = existsSync(join(modelsDir, `${pull.modelId}.gguf.partial`));
+  let problem: string | null = null;
+  if (task.status === 'completed') {
+    if (pull.wrongDigest) problem = 'completed although it named a wrong digest';
+    else if (!model) problem = 'completed without its model';
+    else if (model.digest !== inputs.pullDigest) problem = `completed with digest ${model.digest}`;
+    else if (!existsSync(model.path)) problem = 'completed without its file';
+  } else if (model) {
+    problem = `${task.status}, yet its model is registered`;
+  }
+  if (!problem && partial) problem = `${task.status}, yet its partial file is left`;
+  if (problem) inputs.violations.add('pull_errors', task.id, `${where}: ${pull.modelId} ${problem}`);
 }
 
 /**
@@ -169,11 +196,14 @@ export function offlineCheck(dataDir: string, inputs: CheckInputs, options: { fu
       // A `store: false` chat completion is deleted, task and all, once it has finished.
       if (!record.store) continue;
       const task = byLedgerId.get(id);
-      const subject = record.kind === 'chat' ? task?.completion_id != null && completionIds.has(task.completion_id) : responseIds.has(id);
+      const subject = record.kind === 'chat' ? task?.completion_id != null && completionIds.has(task.completion_id)
+        : record.kind === 'pull' ? task !== undefined : responseIds.has(id);
       if (!task || !subject) {
-        violations.add('missing_acknowledged', id, `${options.where}: not in the database (task ${task ? 'present' : 'absent'}, ${record.kind === 'chat' ? 'chat completion' : 'response'} ${subject ? 'present' : 'absent'})`);
+        violations.add('missing_acknowledged', id, `${options.where}: not in the database (task ${task ? 'present' : 'absent'}, ${record.kind} ${subject ? 'present' : 'absent'})`);
       }
     }
+    const pulledModel = db.prepare<[string], { digest: string; path: string }>('SELECT m.digest, m.path FROM models m JOIN model_pulls p ON p.model_id = m.id WHERE p.task_id = ?');
+    const modelsDir = join(dataDir, 'models');
     const eventsOf = db.prepare<[string], EventRow>('SELECT sequence_number, type, data FROM task_events WHERE task_id = ? ORDER BY sequence_number');
     const outputText = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM responses WHERE id = ?');
     const chatOutputText = db.prepare<[string], { output_text: string | null }>('SELECT output_text FROM chat_completions WHERE id = ?');
@@ -187,10 +217,11 @@ export function offlineCheck(dataDir: string, inputs: CheckInputs, options: { fu
       }
       const events = parseEventRows(eventsOf.all(task.id));
       const final = FINAL_STATUSES.has(task.status);
-      const finalText = !final ? null
+      const finalText = !final || task.kind === 'model_pull' ? null
         : task.kind === 'chat_completion' ? chatOutputText.get(task.completion_id ?? '')?.output_text ?? ''
           : outputText.get(task.response_id ?? '')?.output_text ?? '';
       checkTaskLog(inputs, { id: task.id, ledgerId: ledgerIdOf(task), status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, options.where);
+      if (final && task.kind === 'model_pull') checkFinishedPull(inputs, task, pulledModel.get(task.id), modelsDir, options.where);
       if (final) sealed.set(task.id, { status: task.status, last: task.last_sequence_number });
     }
     if (options.full) aggregateLogCheck(db, tasks, violations, options.where);
@@ -215,7 +246,8 @@ export function recoveryCoverage(dataDir: string, info: Info): void {
   try {
     const events = db.prepare(`SELECT type, count(*) AS n FROM task_events
       WHERE type IN ('response.queued', 'response.resumed', 'response.cancelling', 'response.cancelled', 'response.failed',
-                     'chat.completion.queued', 'chat.completion.resumed', 'chat.completion.cancelling', 'chat.completion.cancelled', 'chat.completion.failed')
+                     'chat.completion.queued', 'chat.completion.resumed', 'chat.completion.cancelling', 'chat.completion.cancelled', 'chat.completion.failed',
+                     'model.pull.queued', 'model.pull.resumed', 'model.pull.cancelling', 'model.pull.cancelled', 'model.pull.failed')
       GROUP BY type`).all() as Array<{ type: string; n: number }>;
     for (const { type, n } of events) info.bump(`events.${type}`, n);
     const endings = db.prepare(`SELECT kind || '.' || status || '.' || on_restart || coalesce('.' || error_code, '') AS ending, count(*) AS n FROM tasks GROUP BY ending`).all() as Array<{ ending: string; n: number }>;
@@ -263,7 +295,7 @@ export async function onlineCheckFresh(service: TestService, ledger: Ledger, vio
   const ids = ledger.fresh.filter((id) => ledger.acknowledged.get(id)?.store !== false);
   ledger.fresh = [];
   await inBatches(ids, 8, async (id) => {
-    const path = ledger.acknowledged.get(id)?.kind === 'chat' ? `/v1/tasks/${id}` : `/v1/responses/${id}`;
+    const path = (ledger.acknowledged.get(id)?.kind ?? 'response') === 'response' ? `/v1/responses/${id}` : `/v1/tasks/${id}`;
     const answer = await api(service, path, { signal: AbortSignal.timeout(10_000) });
     const text = await answer.text();
     if (answer.status === 404) violations.add('missing_acknowledged', id, `${where}: GET answered 404`);
@@ -332,7 +364,7 @@ export async function finalApiCheck(service: TestService, inputs: CheckInputs): 
   const byLedgerId = new Map(tasks.map((task) => [ledgerIdOf(task), task]));
   const missing = [...ledger.acknowledged.values()].filter((record) => record.store && !byLedgerId.has(record.id));
   await inBatches(missing, 8, async (record) => {
-    const answer = await api(service, record.kind === 'chat' ? `/v1/tasks/${record.id}` : `/v1/responses/${record.id}`, { signal: AbortSignal.timeout(10_000) });
+    const answer = await api(service, record.kind === 'response' ? `/v1/responses/${record.id}` : `/v1/tasks/${record.id}`, { signal: AbortSignal.timeout(10_000) });
     await answer.body?.cancel().catch(() => undefined);
     violations.add('missing_acknowledged', record.id, `end: not listed, GET answered ${answer.status}`);
   });
@@ -346,7 +378,9 @@ export async function finalApiCheck(service: TestService, inputs: CheckInputs): 
     }));
     let finalText: string | null = null;
     if (FINAL_STATUSES.has(task.status)) {
-      if (task.kind === 'chat_completion') {
+      if (task.kind === 'model_pull') {
+        await checkPullViaApi(service, inputs, task);
+      } else if (task.kind === 'chat_completion') {
         const answer = await api(service, `/v1/chat/completions/${task.completion_id}`, { signal: AbortSignal.timeout(10_000) });
         finalText = answer.status === 200 ? chatTextOf((await answer.json()) as ChatCompletionObject) : null;
       } else {
@@ -359,6 +393,25 @@ export async function finalApiCheck(service: TestService, inputs: CheckInputs): 
     checkTaskLog(inputs, { id: task.id, ledgerId: ledgerIdOf(task), status: task.status, policy: task.on_restart, last: task.last_sequence_number }, events, finalText, 'end (API)');
   });
   return tasks.length;
+}
+
+/** A finished pull through the API: its model is listed with the file's digest exactly when it completed. */
+async function checkPullViaApi(service: TestService, inputs: CheckInputs, task: TaskObject): Promise<void> {
+  const pull = inputs.ledger.acknowledged.get(task.id)?.pull;
+  if (!pull) return;
+  const answer = await api(service, `/v1/models/${pull.modelId}`, { signal: AbortSignal.timeout(10_000) });
+  const model = answer.status === 200 ? (await answer.json()) as { digest: string; status: string } : null;
+  if (answer.status !== 200) await answer.body?.cancel().catch(() => undefined);
+  const ok = task.status === 'completed' ? model?.digest === inputs.pullDigest && model.status === 'ready' && !pull.wrongDigest : answer.status === 404;
+  if (!ok) inputs.violations.add('pull_errors', task.id, `end (API): ${task.status}, GET /v1/models/${pull.modelId} answered ${answer.status}${model ? ` (${model.status}, ${model.digest})` : ''}`);
+}
+
+/** Partial files left in the models directory once every task has finished (none may be). */
+export function leftoverPartials(dataDir: string, violations: Violations): void {
+  const modelsDir = join(dataDir, 'models');
+  for (const name of existsSync(modelsDir) ? readdirSync(modelsDir) : []) {
+    if (name.endsWith('.partial')) violations.add('pull_errors', name, `end: ${name} left in the models directory`);
+  }
 }
 
 /** How many tasks are unfinished now (bounded by one page: enough to decide on a backlog). */

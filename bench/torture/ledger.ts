@@ -11,10 +11,17 @@ import type { Random } from './random.js';
 export type Mode = 'background' | 'background_stream' | 'stream' | 'plain';
 
 /**
- * What was created: a response (known by its response id) or a chat completion (known by its
- * task id, which the status line names before any chunk: `LMSP-Task-Id`).
+ * What was created: a response (known by its response id), a chat completion (known by its task
+ * id, which the status line names before any chunk: `LMSP-Task-Id`) or a model pull (its task).
  */
-export type Kind = 'response' | 'chat';
+export type Kind = 'response' | 'chat' | 'pull';
+
+/** What a pull was asked for. */
+export interface PullRecord {
+  modelId: string;
+  /** The pull named a digest other than the file's: it must never complete. */
+  wrongDigest: boolean;
+}
 
 interface Acknowledged {
   /** The response id, or the task id of a chat completion. */
@@ -22,6 +29,7 @@ interface Acknowledged {
   kind: Kind;
   /** False for a chat completion made with `store: false`, deleted (task and log) once finished. */
   store: boolean;
+  pull?: PullRecord;
   mode: Mode;
   policy: RestartPolicy;
   shape: number;

@@ -48,6 +48,7 @@ export const INVARIANTS = {
   server_errors: 'HTTP 5xx answers (other than while the disk is full or read-only)',
   integrity_check_failures: 'PRAGMA integrity_check answers other than ok',
   unfinished_at_end: 'tasks not finished once the service ran undisturbed at the end',
+  pull_errors: 'model pulls that completed without their model (digest and file), registered a model or left a partial file when they did not complete, or completed with a wrong digest',
 } as const;
 export type Invariant = keyof typeof INVARIANTS;
 export type Counts = Record<Invariant, number>;

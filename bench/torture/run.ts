@@ -8,9 +8,10 @@ import { rmSync } from 'node:fs';
 import type { TaskObject } from '../../src/api/types.js';
 import { makeDataDir } from '../../test/helpers/data-dir.js';
 import { api, type TestService } from '../../test/helpers/service.js';
+import { sha256Digest, startModelServer, tinyModelBytes } from '../../test/helpers/model-server.js';
 import { ACTIONS_CREATING, ACTIONS_DRAINING, runWorker, type RoundContext } from './activity.js';
 import {
-  checkKeys, drain, finalApiCheck, offlineCheck, onlineCheckFresh, recoveryCoverage, unfinishedCount, type CheckInputs, type Sealed,
+  checkKeys, drain, finalApiCheck, leftoverPartials, offlineCheck, onlineCheckFresh, recoveryCoverage, unfinishedCount, type CheckInputs, type Sealed,
 } from './checks.js';
 import { Ledger } from './ledger.js';
 import { Neighbour } from './neighbour.js';
@@ -120,17 +121,25 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
   const sealed = new Map<string, Sealed>();
   log(`torture: ${settings.rounds} rounds, ${settings.workers} workers, seed ${seed}`);
   const references = await referenceTexts(log);
-  const inputs: CheckInputs = { ledger, violations, references, sealed };
+  // Pulls fetch one small model from a loopback server, slowly enough (about two seconds) that
+  // kills land in the middle of downloads; the service allows plain http to its endpoint only.
+  const modelBytes = tinyModelBytes();
+  const modelServer = await startModelServer();
+  const pullUrl = modelServer.serve('/torture/model.gguf', modelBytes);
+  modelServer.behave('/torture/model.gguf', { bytesPerSecond: Math.ceil(modelBytes.length / 2) });
+  const pullSource = { url: pullUrl, digest: sha256Digest(modelBytes) };
+  const serviceEnv = (env: Record<string, string>): Record<string, string> => ({ ...env, LMSP_HF_ENDPOINT: modelServer.url });
+  const inputs: CheckInputs = { ledger, violations, references, sealed, pullDigest: pullSource.digest };
 
   const dataDir = makeDataDir('torture');
   let first = roundSettings(random);
-  let service = await startWithRetry({ dataDir, env: first.env, args: first.args }, undefined, info);
+  let service = await startWithRetry({ dataDir, env: serviceEnv(first.env), args: first.args }, undefined, info);
   let kills = 0;
   let tasksInDatabase = 0;
   try {
     for (let round = 1; round <= settings.rounds; round++) {
       const phase = phaseTimer(info);
-      await activityAndKill({ round, service, random, ledger, violations, info }, settings, neighbour);
+      await activityAndKill({ round, service, random, ledger, violations, info, pullSource }, settings, neighbour);
       kills += 1;
       phase('round');
       const where = `round ${round}`;
@@ -140,7 +149,7 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
       for (const [status, count] of Object.entries(offline.unfinished)) info.bump(`at_kill.${status}`, count);
       phase('database_checks');
       first = roundSettings(random);
-      service = await startWithRetry({ env: first.env, args: first.args }, service, info);
+      service = await startWithRetry({ env: serviceEnv(first.env), args: first.args }, service, info);
       phase('restart');
       await onlineCheckFresh(service, ledger, violations, `after ${where}`);
       phase('api_checks');
@@ -151,19 +160,21 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
     }
     // The end: no delays, room to work, and every task must reach a final state.
     await killAndReap(service, info);
-    service = await startWithRetry({ env: {}, args: ['--parallel', '3'] }, service, info);
+    service = await startWithRetry({ env: serviceEnv({}), args: ['--parallel', '3'] }, service, info);
     await onlineCheckFresh(service, ledger, violations, 'end');
     if (!(await drain(service, settings.finalTimeoutMs))) log('some tasks did not finish in time');
     tasksInDatabase = await finalApiCheck(service, inputs);
     checkKeys(ledger, violations, info);
     await killAndReap(service, info);
     offlineCheck(dataDir, inputs, { full: true, where: 'end (database)' });
+    leftoverPartials(dataDir, violations);
     recoveryCoverage(dataDir, info);
   } catch (error) {
     log(`torture stopped by an error; data directory kept: ${dataDir}`);
     throw error;
   } finally {
     await service.kill();
+    await modelServer.close();
   }
   const counts = violations.counts();
   const clean = Object.values(counts).every((count) => count === 0);
