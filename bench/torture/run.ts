@@ -36,11 +36,17 @@ function roundSettings(random: Random): { env: Record<string, string>; args: str
   const cancelDelay = random.pick([0, 0, 0, 0, 200, 1500]);
   const loadDelay = random.pick([0, 0, 0, 0, 0, 300]);
   const parallel = random.pick([1, 2, 3]);
+  // The slots as runner processes (the default on a CPU) or as sequences of one context (the
+  // default on a GPU): both must survive the same kills.
+  const mode = random.pick(['processes', 'sequences']);
   const env: Record<string, string> = {};
   if (tokenDelay) env.LMSP_DEBUG_TOKEN_DELAY_MS = String(tokenDelay);
   if (cancelDelay) env.LMSP_DEBUG_CANCEL_DELAY_MS = String(cancelDelay);
   if (loadDelay) env.LMSP_DEBUG_LOAD_DELAY_MS = String(loadDelay);
-  return { env, args: ['--parallel', String(parallel)], label: `token ${tokenDelay}ms, cancel ${cancelDelay}ms, load ${loadDelay}ms, parallel ${parallel}` };
+  return {
+    env, args: ['--parallel', String(parallel), '--parallel-mode', mode],
+    label: `token ${tokenDelay}ms, cancel ${cancelDelay}ms, load ${loadDelay}ms, parallel ${parallel} as ${mode}`,
+  };
 }
 
 /** Waits (bounded) until some task is running; false when none did in time. */
