@@ -20,6 +20,8 @@ export interface TortureOptions {
   maxActivityMs?: number;
   /** The share of rounds that wait for a running task before the random moment (default 0.6). */
   runningShare?: number;
+  /** The share of rounds in which a runner process is killed too, earlier in the round (default 0.3). */
+  runnerKillShare?: number;
   /** No new tasks in a round that starts with more unfinished tasks than this (default 16). */
   maxBacklog?: number;
   /** Every this many rounds, the event logs of all tasks are re-scanned, not only the new ones. */

@@ -15,6 +15,7 @@ import {
 } from './checks.js';
 import { Ledger } from './ledger.js';
 import { Neighbour } from './neighbour.js';
+import { childPids } from '../../test/helpers/service.js';
 import { killAndReap, killService, settledWithin, sleep, startWithRetry } from './processes.js';
 import { Random } from './random.js';
 import { Info, Violations, type TortureOptions, type TortureReport } from './report.js';
@@ -66,7 +67,7 @@ async function waitForRunning(service: TestService, timeoutMs: number, signal: A
 
 /** One round's client activity, ended by a SIGKILL at a random moment. */
 async function activityAndKill(context: Omit<RoundContext, 'signal' | 'createBudget'>,
-  options: Required<Pick<TortureOptions, 'workers' | 'minActivityMs' | 'maxActivityMs' | 'maxBacklog' | 'runningShare'>>,
+  options: Required<Pick<TortureOptions, 'workers' | 'minActivityMs' | 'maxActivityMs' | 'maxBacklog' | 'runningShare' | 'runnerKillShare'>>,
   neighbour: Neighbour | null): Promise<void> {
   const { random, service, info } = context;
   const controller = new AbortController();
@@ -93,7 +94,25 @@ async function activityAndKill(context: Omit<RoundContext, 'signal' | 'createBud
     if (await waitForRunning(service, 5000, controller.signal)) info.bump('rounds_killed_while_running');
     phase('wait_for_running');
   }
-  await sleep(random.int(options.minActivityMs, options.maxActivityMs));
+  const activityMs = random.int(options.minActivityMs, options.maxActivityMs);
+  if (random.chance(options.runnerKillShare)) {
+    // A runner process dies under the running service (LMSP 11.3: each of its tasks by its
+    // policy, the service going on); the service's own kill follows later in the round.
+    const before = random.int(0, activityMs);
+    await sleep(before);
+    const runners = childPids(service.pid);
+    if (runners.length > 0) {
+      try {
+        process.kill(random.pick(runners), 'SIGKILL');
+        info.bump('runner_kills');
+      } catch {
+        // it ended meanwhile
+      }
+    }
+    await sleep(activityMs - before);
+  } else {
+    await sleep(activityMs);
+  }
   phase('activity');
   const reap = await killService(service, info);
   controller.abort();
@@ -112,6 +131,7 @@ export async function runTorture(options: TortureOptions = {}): Promise<TortureR
     minActivityMs: options.minActivityMs ?? 100,
     maxActivityMs: options.maxActivityMs ?? 1500,
     runningShare: options.runningShare ?? 0.6,
+    runnerKillShare: options.runnerKillShare ?? 0.3,
     maxBacklog: options.maxBacklog ?? 16,
     fullScanEvery: options.fullScanEvery ?? 10,
     finalTimeoutMs: options.finalTimeoutMs ?? 180_000,
