@@ -13,7 +13,7 @@ import type { ModelObject } from '../../api/types.js';
 import type { HashProgress } from '../../models/hashing.js';
 import { listModels, registerModel, removeModel, verifyModel, type ModelOutcome } from '../../tasks/models.js';
 import {
-  action, openOffline, printJson, serviceClient, table, withCommonOptions, type CommonOptions,
+  action, openOffline, printJson, type OfflineCore, serviceClient, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
 import { registerModelPull } from './pull.js';
 
@@ -65,6 +65,22 @@ function isInside(folder: string, path: string): boolean {
   }
 }
 
+/**
+ * The registry of a data directory whose service is not running, with the built-in model
+ * registered as a first `lmsp serve` would (LMSP 5: present on every fresh install), so a data
+ * directory that only `lmsp pair` has touched lists it too.
+ */
+async function openRegistry(options: CommonOptions): Promise<OfflineCore> {
+  const offline = openOffline(options);
+  try {
+    await offline.registry.ensureBuiltin();
+  } catch (error) {
+    await offline.close();
+    throw error;
+  }
+  return offline;
+}
+
 function modelOf(outcome: ModelOutcome): ModelObject {
   return 'replay' in outcome ? outcome.replay.body as ModelObject : outcome.model;
 }
@@ -79,7 +95,7 @@ export function registerModels(program: Command): void {
     .action(action(async (path: string, options: CommonOptions & { id?: string }) => {
       const absolute = resolve(path);
       const client = await serviceClient(options);
-      const local = openOffline(options);
+      const local = await openRegistry(options);
       const progress = hashingProgress('hashing', fileSize(absolute), options.json === true);
       let model: ModelObject;
       try {
@@ -100,7 +116,7 @@ export function registerModels(program: Command): void {
     .action(action(async (options: CommonOptions) => {
       const client = await serviceClient(options);
       if (client) return printModels(await client.listModels(), options.json);
-      const offline = openOffline(options);
+      const offline = await openRegistry(options);
       try {
         printModels(listModels(offline, true), options.json);
       } finally {
@@ -113,7 +129,7 @@ export function registerModels(program: Command): void {
       const client = await serviceClient(options);
       if (client) await client.deleteModel(id);
       else {
-        const offline = openOffline(options);
+        const offline = await openRegistry(options);
         try {
           await removeModel(offline, id);
         } finally {
@@ -130,7 +146,7 @@ export function registerModels(program: Command): void {
       let model: ModelObject;
       if (client) model = await client.verifyModel(id);
       else {
-        const offline = openOffline(options);
+        const offline = await openRegistry(options);
         const progress = hashingProgress('verifying', offline.registry.get(id)?.sizeBytes ?? 0, options.json === true);
         try {
           model = modelOf(await verifyModel(offline, id, null, progress.onProgress));
