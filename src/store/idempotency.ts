@@ -17,8 +17,10 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { ServiceError } from '../domain/errors.js';
+import { FINAL_STATUSES } from '../domain/tasks.js';
 import { nowSeconds } from '../time.js';
 import type { Database, Sqlite, WriteContext } from './db.js';
+import { oneOf } from './sql.js';
 
 /** A request's Idempotency-Key, as the store keys it. */
 export interface IdempotencyKey {
@@ -105,6 +107,7 @@ export class IdempotencyTable {
   private readonly putStatement;
   private readonly completeStatement;
   private readonly deleteStatement;
+  private readonly pointingAtFinishedUnstoredStatement;
   private readonly deleteExpiredStatement;
   private readonly countExpiredStatement;
   private readonly inFlightStatement;
@@ -131,6 +134,26 @@ export class IdempotencyTable {
       "SELECT scope, key, fingerprint, task_id FROM idempotency_keys WHERE state = 'in_flight'");
     this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>>(
       'SELECT scope, key, fingerprint FROM idempotency_keys WHERE task_id = ? LIMIT 1');
+    this.pointingAtFinishedUnstoredStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id' | 'body'>>(`
+      SELECT k.scope, k.key, k.fingerprint, k.task_id, k.body FROM idempotency_keys k CROSS JOIN tasks t ON t.id = k.task_id
+      WHERE k.state = 'done' AND ${oneOf('t.status', FINAL_STATUSES)}
+        AND (t.response_id IN (SELECT id FROM responses WHERE store = 0)
+          OR t.completion_id IN (SELECT id FROM chat_completions WHERE store = 0))`);
+  }
+
+  /**
+   * Keys whose stored answer still points at a finished `store: false` task (a replay would wait
+   * for it, or send its log) rather than holding the answer itself: left by a crash, or by a
+   * recovery that has just ended the task. Such a task must not be deleted before its key gets
+   * the answer, or a replay would find nothing (LMSP 8).
+   */
+  pointingAtFinishedUnstored(): Array<{ key: IdempotencyKey; taskId: string }> {
+    return this.pointingAtFinishedUnstoredStatement.all().flatMap((row) => {
+      // Pointers are never sealed: they hold no secret.
+      if (row.task_id === null || row.body === null || row.body.startsWith(SEALED_PREFIX)) return [];
+      const answer = JSON.parse(row.body) as StoredAnswer;
+      return answer.awaitTaskId === row.task_id || answer.streamTaskId === row.task_id ? [{ key: storedKey(row), taskId: row.task_id }] : [];
+    });
   }
 
   /** The key that made a task, for completing it in place of a request that died with the process. */

@@ -98,15 +98,18 @@ export function settleChatCompletionRequest(core: TaskCore, task: Task, completi
   return settleResponseRequest(core, task, key, {
     clientGone,
     storeResponse: completion.store,
-    answerOf: (finished) => {
-      if (!completion.stream) return chatCompletionAnswer(core, finished);
-      const headers = { [TASK_ID_HEADER]: finished.id };
-      // LMSP 8: a replay sends the chunks again. A kept task replays them from its log; a
-      // `store: false` one is deleted now, so its key keeps the stream's text itself.
-      if (completion.store) return { status: 200, headers, streamTaskId: finished.id };
-      return { status: 200, headers: { ...headers, 'content-type': 'text/event-stream; charset=utf-8' }, body: streamTextOf(core, finished) };
-    },
+    answerOf: (finished) => chatCreateAnswer(core, finished, completion),
   });
+}
+
+/** What the key of a finished plain or streamed create records: what its request answered. */
+export function chatCreateAnswer(core: Pick<TaskCore, 'store' | 'machine'>, finished: Task, completion: Pick<StoredChatCompletion, 'store' | 'stream'>): StoredAnswer {
+  if (!completion.stream) return chatCompletionAnswer(core, finished);
+  const headers = { [TASK_ID_HEADER]: finished.id };
+  // LMSP 8: a replay sends the chunks again. A kept task replays them from its log; a
+  // `store: false` one is deleted now, so its key keeps the stream's text itself.
+  if (completion.store) return { status: 200, headers, streamTaskId: finished.id };
+  return { status: 200, headers: { ...headers, 'content-type': 'text/event-stream; charset=utf-8' }, body: streamTextOf(core, finished) };
 }
 
 /**

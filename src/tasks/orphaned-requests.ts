@@ -10,7 +10,7 @@
 import { ServiceError } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
 import type { StoredAnswer } from '../store/index.js';
-import { chatCompletionAnswer, settleChatCompletionRequest } from './chat-completions.js';
+import { chatCompletionAnswer, chatCreateAnswer, settleChatCompletionRequest } from './chat-completions.js';
 import type { TaskCore } from './core.js';
 import { responseView, settleResponseRequest, streamedCreateAnswer } from './responses.js';
 import { waitForFinish } from './waiting.js';
@@ -19,8 +19,22 @@ import { waitForFinish } from './waiting.js';
 const settlements = new WeakMap<TaskCore, Map<string, Promise<StoredAnswer | null>>>();
 
 /** What a plain (neither streamed nor background) create answers once its task has finished. */
-function plainAnswerOf(core: TaskCore, finished: Task): StoredAnswer {
+function plainAnswerOf(core: Pick<TaskCore, 'store' | 'machine'>, finished: Task): StoredAnswer {
   return finished.completionId !== null ? chatCompletionAnswer(core, finished) : { status: 200, body: responseView(core, finished) };
+}
+
+/**
+ * What the plain or streaming create of a finished task answered (or would have): its key's
+ * final answer. Null when the task has no response or chat completion.
+ */
+export function finalAnswerOfRequest(core: Pick<TaskCore, 'store' | 'machine'>, finished: Task): StoredAnswer | null {
+  if (finished.completionId !== null) {
+    const completion = core.store.chatCompletions.getHeader(finished.completionId);
+    return completion ? chatCreateAnswer(core, finished, completion) : null;
+  }
+  const header = finished.responseId === null ? null : core.store.responses.getHeader(finished.responseId);
+  if (!header) return null;
+  return header.stream ? streamedCreateAnswer(core, finished, header.store) : plainAnswerOf(core, finished);
 }
 
 /** Settles one task as its request would have; resolves once the task has finished, with the answer its key got. */
@@ -37,7 +51,7 @@ async function settleInPlaceOfRequest(core: TaskCore, task: Task): Promise<Store
   const { answer } = await settleResponseRequest(core, task, key, {
     clientGone,
     storeResponse: header.store,
-    answerOf: (finished) => (header.stream ? streamedCreateAnswer(core, finished, header.store) : plainAnswerOf(core, finished)),
+    answerOf: (finished) => finalAnswerOfRequest(core, finished) ?? plainAnswerOf(core, finished),
   });
   return answer;
 }

@@ -7,6 +7,7 @@
 import { isUnfinished, type RecoveryOutcome } from '../domain/tasks.js';
 import type { StoredAnswer, Store } from '../store/index.js';
 import { TASK_ID_HEADER } from './chat-completions.js';
+import { finalAnswerOfRequest } from './orphaned-requests.js';
 import type { TaskMachine } from './task-machine.js';
 
 /** Positions per transaction: at most this many tasks change in one. */
@@ -51,11 +52,12 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
   // In creation order, a window of positions per transaction: neighbouring tasks have their
   // events on neighbouring pages. A resumed task stays running; no later window comes back to it.
   const last = store.tasks.maxSeq();
+  // `store: false` tasks that recovery ends, deleted once their keys have their answers (below).
+  const ephemeral: string[] = [];
   for (let after = 0; after < last; after += WINDOW) {
     store.db.transaction((transaction) => {
       // The window's moves are written together when it ends (`deferring`): nothing else writes at startup.
       const context = store.lifecycle.deferring(transaction);
-      const ephemeral: string[] = [];
       const window = store.tasks.toRecover(after, after + WINDOW);
       // The partial texts the window's events carry, read in one statement per kind.
       const texts = machine.outputTexts(window.map(({ task }) => task));
@@ -67,10 +69,6 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
         if ((outcome === 'failed' || outcome === 'cancelled') && !kept) ephemeral.push(task.id);
       }
       context.flush();
-      for (const id of ephemeral) {
-        store.lifecycle.deleteFinished(id);
-        report.deletedEphemeral += 1;
-      }
     });
   }
   // Requests that were still being answered died with the process. Their keys are settled once
@@ -78,5 +76,22 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
   const keys = store.db.transaction(() => store.idempotency.settleInFlight((taskId) => answerForSurvivingTask(store, taskId)));
   report.idempotencyKeysReleased = keys.released;
   report.idempotencyKeysKept = keys.kept;
+  // A key that a previous start left waiting for a `store: false` task (its request had died then)
+  // gets the answer that task ends with before the task goes: one that recovery has just ended,
+  // or one that finished while a crash kept it from being settled. Otherwise a replay would find
+  // neither the task nor an answer (LMSP 8).
+  store.db.transaction(() => {
+    const settled: string[] = [];
+    for (const { key, taskId } of store.idempotency.pointingAtFinishedUnstored()) {
+      const task = store.tasks.get(taskId);
+      const answer = task ? finalAnswerOfRequest({ store, machine }, task) : null;
+      if (answer) store.idempotency.complete(key, answer);
+      else store.idempotency.release(key);
+      settled.push(taskId);
+    }
+    for (const id of new Set([...ephemeral, ...settled])) {
+      if (store.lifecycle.deleteFinished(id)) report.deletedEphemeral += 1;
+    }
+  });
   return report;
 }

@@ -124,4 +124,39 @@ describe('Idempotency-Key of a create killed while its task goes on (LMSP 8, 7.5
       assert.equal(events.at(-1)!.type, 'response.incomplete');
       assert.deepEqual(await taskIds(restarted), [], 'no second task');
     }));
+
+  test('store: false plain creates that a second crash ends (max_restarts): their keys answer as the creates would have', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '60' }, args: ['--max-restarts', '1', '--parallel', '2', '--sweep-interval', '1h'] }, async (service) => {
+      const chat = { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 200, store: false, on_restart: 'resume' };
+      const response = { model: 'lmsp-tiny', input: 'hi', max_output_tokens: 200, store: false, on_restart: 'resume' };
+      const bothRunning = async (running: TestService) => waitFor(async () => {
+        const tasks = (await running.client.listTasks({ status: ['running'] })).data;
+        return tasks.length === 2 && tasks.every((task) => task.last_sequence_number > 4) ? tasks.map((task) => task.id) : null;
+      }, { what: 'both tasks to be generating' });
+      void post(service, '/v1/chat/completions', 'chat-twice', chat).catch(() => undefined);
+      void post(service, '/v1/responses', 'response-twice', response).catch(() => undefined);
+      const ids = await bothRunning(service);
+      await service.kill();
+      // The first restart resumes both, and their keys now wait for them (their requests died).
+      const once = await service.restart();
+      assert.deepEqual((await bothRunning(once)).sort(), [...ids].sort());
+      await once.kill();
+      // The second is one more than --max-restarts: both fail, and, store: false, are deleted.
+      const twice = await once.restart();
+      assert.deepEqual(await taskIds(twice), [], 'both deleted once failed');
+      const chatRetry = await post(twice, '/v1/chat/completions', 'chat-twice', chat);
+      const chatError = (await chatRetry.json()) as { error: { code: string; message: string } };
+      assert.equal(chatRetry.status, 500, JSON.stringify(chatError));
+      assert.equal(chatRetry.headers.get('idempotent-replayed'), 'true');
+      assert.equal(chatError.error.code, 'task_failed');
+      assert.match(chatError.error.message, /^server_restarted:/);
+      const responseRetry = await post(twice, '/v1/responses', 'response-twice', response);
+      assert.equal(responseRetry.status, 200);
+      assert.equal(responseRetry.headers.get('idempotent-replayed'), 'true');
+      const failed = (await responseRetry.json()) as ResponseObject;
+      assert.equal(failed.status, 'failed');
+      assert.equal(failed.error?.code, 'server_restarted');
+      assert.ok(ids.includes(failed.task.id));
+      assert.deepEqual(await taskIds(twice), [], 'no second task');
+    }));
 });
