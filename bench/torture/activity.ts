@@ -57,7 +57,10 @@ function responseIdFromLocation(location: string | null): string | null {
 /** Counts an answer; 5xx is a broken invariant (the disk is neither full nor read-only here). */
 function noteStatus(context: RoundContext, action: string, status: number, detail: string): void {
   context.info.bump(`http.${action}.${status}`);
-  if (status >= 500) context.violations.add('server_errors', `${action}#${context.round}.${context.info.values.get(`http.${action}.${status}`)}`, `${status} ${detail}`);
+  const where = `${action}#${context.round}.${context.info.values.get(`http.${action}.${status}`)}`;
+  if (status >= 500) context.violations.add('server_errors', where, `${status} ${detail}`);
+  // Nothing here deletes a response or completion, so a key always has its task or its answer.
+  if (status === 404 && action.startsWith('replay')) context.violations.add('replay_not_found', where, detail);
 }
 
 /** Errors of requests cut by the kill (or by the round's end) are expected; they are counted. */

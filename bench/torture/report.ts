@@ -43,6 +43,7 @@ export const INVARIANTS = {
   terminal_event_errors: 'tasks with more than one terminal event, an event after it, or a final status without one',
   cancelled_not_cancelled: 'tasks cancelled with a 2xx that are or ended in a state other than cancelling/cancelled',
   idempotency_double_tasks: 'idempotency keys whose 2xx answers named more than one response',
+  replay_not_found: 'replays of an Idempotency-Key answered 404 (nothing deletes a response or completion here)',
   resume_text_mismatch: 'resume tasks (fixed seed) completed with a text other than an uninterrupted run\'s',
   other_text_mismatch: 'other completed tasks (fixed seed) with a text other than an uninterrupted run\'s',
   delta_text_mismatch: 'finished tasks whose delta events do not concatenate to their final text',
