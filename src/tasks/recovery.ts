@@ -43,6 +43,16 @@ function answerForSurvivingTask(store: Store, taskId: string | null): StoredAnsw
   return { status: 200, ...(headers ? { headers } : {}), ...(stream ? { streamTaskId: task.id } : { awaitTaskId: task.id }) };
 }
 
+/**
+ * A request that died after its task had completed, before it could answer: its key gets the
+ * answer the request was about to send, so a retry does not generate the same thing twice
+ * (LMSP 8). Recovery never completes a task, so a completed one finished before the crash.
+ */
+function answerOfCompletedTask(store: Store, machine: TaskMachine, taskId: string | null): StoredAnswer | null {
+  const task = taskId === null ? null : store.tasks.get(taskId);
+  return task?.status === 'completed' ? finalAnswerOfRequest({ store, machine }, task) : null;
+}
+
 export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRestarts: number): RecoveryReport {
   const report: RecoveryReport = {
     unchanged: 0, failed: 0, cancelled: 0, requeued: 0, resumed: 0, idempotencyKeysReleased: 0, idempotencyKeysKept: 0, deletedEphemeral: 0,
@@ -73,7 +83,8 @@ export function recoverUnfinishedTasks(store: Store, machine: TaskMachine, maxRe
   }
   // Requests that were still being answered died with the process. Their keys are settled once
   // their tasks have their outcome: a crash before this leaves them in flight for the next start.
-  const keys = store.db.transaction(() => store.idempotency.settleInFlight((taskId) => answerForSurvivingTask(store, taskId)));
+  const keys = store.db.transaction(() => store.idempotency.settleInFlight((taskId) =>
+    answerForSurvivingTask(store, taskId) ?? answerOfCompletedTask(store, machine, taskId)));
   report.idempotencyKeysReleased = keys.released;
   report.idempotencyKeysKept = keys.kept;
   // A key that a previous start left waiting for a `store: false` task (its request had died then)

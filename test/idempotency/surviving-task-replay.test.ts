@@ -4,7 +4,10 @@
  * so a retry with it follows the task instead of making a second one (LMSP 8).
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
 import type { ResponseObject } from '../../src/api/types.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 import { collectSse, readSse } from '../helpers/sse.js';
@@ -123,6 +126,38 @@ describe('Idempotency-Key of a create killed while its task goes on (LMSP 8, 7.5
       assert.ok(events.some((event) => event.type === 'response.resumed'), 'the log of the task that went on');
       assert.equal(events.at(-1)!.type, 'response.incomplete');
       assert.deepEqual(await taskIds(restarted), [], 'no second task');
+    }));
+
+  test('a request that died after its task completed, before it answered: the retry gets that answer, no second task', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const chat = { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 12, seed: 4, store: true };
+      const response = { model: 'lmsp-tiny', input: 'hi', max_output_tokens: 12, seed: 4 };
+      const chatFirst = await post(service, '/v1/chat/completions', 'chat-done', chat);
+      assert.equal(chatFirst.status, 200);
+      const completion = (await chatFirst.json()) as ChatCompletionObject;
+      const responseFirst = await post(service, '/v1/responses', 'response-done', response);
+      assert.equal(responseFirst.status, 200);
+      const answered = (await responseFirst.json()) as ResponseObject;
+      const before = await taskIds(service);
+      await service.kill();
+      // What a crash leaves in the moment between the task's last commit and the request's answer
+      // (crafted, as the window is a few milliseconds): the keys still in flight.
+      const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'));
+      const inFlight = db.prepare("UPDATE idempotency_keys SET state = 'in_flight', status_code = NULL, body = NULL WHERE task_id IS NOT NULL").run();
+      db.close();
+      assert.equal(inFlight.changes, 2);
+      const restarted = await service.restart();
+      const chatRetry = await post(restarted, '/v1/chat/completions', 'chat-done', chat);
+      assert.equal(chatRetry.status, 200);
+      assert.equal(chatRetry.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await chatRetry.json(), completion);
+      const responseRetry = await post(restarted, '/v1/responses', 'response-done', response);
+      assert.equal(responseRetry.status, 200);
+      assert.equal(responseRetry.headers.get('idempotent-replayed'), 'true');
+      const replayed = (await responseRetry.json()) as ResponseObject;
+      assert.equal(replayed.id, answered.id);
+      assert.deepEqual(replayed.output, answered.output);
+      assert.deepEqual(await taskIds(restarted), before, 'no second task');
     }));
 
   test('store: false plain creates that a second crash ends (max_restarts): their keys answer as the creates would have', { timeout: 120_000 }, () =>
