@@ -104,7 +104,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   // `--parallel-mode auto` may ask llama.cpp for its backend, in a runner process of its own:
   // asked now, it answers while recovery runs.
   const stateDir = join(config.dataDir, STATE_DIR);
-  const runnerSettings = { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs };
+  const runnerSettings = { gpu: config.gpu, threads: config.threads, stateDir, tokenDelayMs: config.debug.tokenDelayMs, loadDelayMs: config.debug.loadDelayMs };
   const parallelMode = chooseParallelMode(config.parallelMode, config.parallel, config.gpu, () => probeBackend(runnerSettings));
 
   // LMSP 11.2: at startup, every unfinished task gets its restart policy, before anything else.

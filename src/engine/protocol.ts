@@ -22,6 +22,8 @@ export interface RunnerSettings {
   stateDir: string;
   /** LMSP_DEBUG_TOKEN_DELAY_MS: each generated token takes at least this long. */
   tokenDelayMs: number;
+  /** LMSP_DEBUG_LOAD_DELAY_MS: each load of a model by this process takes at least this long. */
+  loadDelayMs?: number;
   /** `--parallel-mode sequences`: generations at once, as sequences of one context; absent: one, with a context of its own. */
   sequences?: number;
 }

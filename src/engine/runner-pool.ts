@@ -6,8 +6,8 @@
  * running task uses. A runner process that dies without being asked to (a crash inside
  * llama.cpp, the system killed it) rejects each generation on it with `EngineExited`, so that
  * the scheduler applies each task's restart policy (LMSP 7.5) and runs it again on a fresh
- * process; one that dies while loading fails its tasks with `model_load_failed` (a model that
- * crashes llama.cpp would crash it again). A cancel the runner does not honour quickly
+ * process; one that crashes while loading fails its tasks with `model_load_failed` (a model that
+ * crashes llama.cpp would crash it again), unless SIGKILL ended it (the system killed it). A cancel the runner does not honour quickly
  * (llama.cpp cannot interrupt a prompt chunk) ends the runner process: that task ends
  * cancelled, and the death of a process it asked for is never taken for a crash.
  */
@@ -248,7 +248,13 @@ export class RunnerPool implements Engine {
           return false;
         }, (exit) => {
           signal.removeEventListener('abort', onAbort);
-          reject(signal.aborted ? new GenerationCancelled('cancelled while loading') : new EngineError('model_load_failed', exit.reason));
+          if (signal.aborted) reject(new GenerationCancelled('cancelled while loading'));
+          // SIGKILL comes from outside (the kernel's out-of-memory killer, an operator): nothing
+          // says the model is at fault, so each task's restart policy decides, as for a death
+          // while generating. A crash while loading (llama.cpp aborting on the file) would come
+          // again: the tasks fail.
+          else if (exit.unexpected && exit.signal === 'SIGKILL') reject(new EngineExited(exit.reason));
+          else reject(new EngineError('model_load_failed', exit.reason));
         });
       });
     }

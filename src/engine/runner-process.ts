@@ -21,6 +21,8 @@ export interface RunnerExit {
   reason: string;
   /** Nobody asked for it (no `kill()`): a crash inside llama.cpp, or the system killed it. */
   unexpected: boolean;
+  /** The signal that ended it, if one did. */
+  signal: NodeJS.Signals | null;
 }
 
 /** One spawned runner: its process, and the requests waiting on it. */
@@ -85,7 +87,7 @@ export class RunnerProcess {
         this.model = null;
         this.log?.('warn', reason);
       }
-      for (const listener of [...child.exitListeners]) listener({ reason, unexpected });
+      for (const listener of [...child.exitListeners]) listener({ reason, unexpected, signal });
     });
     spawned.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
     this.child = child;

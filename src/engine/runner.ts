@@ -95,7 +95,11 @@ async function handle(message: ParentMessage): Promise<void> {
   switch (message.type) {
     case 'load':
       try {
+        const started = performance.now();
         const model = await load(message.model);
+        // LMSP_DEBUG_LOAD_DELAY_MS: a slow load, inside this process, as a large model's is.
+        const wait = (settings.loadDelayMs ?? 0) - (performance.now() - started);
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         send({ type: 'loaded', requestId: message.requestId, contextLength: model.trainContextSize });
       } catch (error) {
         send({ type: 'error', requestId: message.requestId, code: 'model_load_failed', message: (error as Error).message });

@@ -197,6 +197,51 @@ describe('a runner process that dies: limits and cancels (LMSP 7.5, 7.4)', { ski
       assert.equal(final.error?.code, 'server_restarted', `not failed by the stop itself: ${final.error?.message}`);
     }));
 
+  test('a runner killed with SIGKILL while it loads the model: each task by its policy; one that crashes: model_load_failed', { timeout: 150_000 }, () =>
+    // Every load inside the runner takes 6 s, so that the kills land in the middle of one.
+    withService({ args: ['--parallel', '3', '--parallel-mode', 'sequences'], env: { LMSP_DEBUG_LOAD_DELAY_MS: '6000' } }, async (service) => {
+      const body = { ...request(), max_output_tokens: 20 };
+      const byPolicy = {
+        resume: await start(service, body, 'resume'),
+        retry: await start(service, body, 'retry'),
+        fail: await start(service, body, 'fail'),
+      };
+      const loading = async () => waitFor(async () => {
+        const tasks = (await service.client.listTasks({ status: ['loading'] })).data;
+        return tasks.length > 0 && childPids(service.pid).length > 0 ? tasks : null;
+      }, { what: 'a model load' }).then(async (tasks) => {
+        // The runner starts, then loads: well inside the load, not before it has begun.
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+        return tasks;
+      });
+      assert.equal((await loading()).length, 3, 'one runner loads for the three sequences');
+      for (const pid of childPids(service.pid)) process.kill(pid, 'SIGKILL');
+      const failed = await finished(service, byPolicy.fail.id);
+      assert.equal(failed.task.status, 'failed');
+      assert.equal(failed.error?.code, 'engine_error');
+      assert.match(failed.error?.message ?? '', DIED);
+      for (const policy of ['resume', 'retry'] as const) {
+        const final = await finished(service, byPolicy[policy].id);
+        assert.equal(final.task.status, 'completed', `${policy}: ${JSON.stringify(final.error)}`);
+        assert.equal(final.task.attempt, policy === 'retry' ? 2 : 1, policy);
+        const events = await assertLogIntact(service, final.task.id);
+        assert.deepEqual(statusTypes(events).filter((type) => type === 'response.loading' || type === 'response.queued'),
+          ['response.loading', 'response.queued', 'response.loading'], `${policy}: queued again after the death, then loaded again`);
+      }
+      // A runner that crashes as it loads (as llama.cpp aborting on a file would): no policy, the
+      // same load would crash it again.
+      // The runner that served them keeps the model loaded: it goes first, so the next task loads anew.
+      for (const pid of childPids(service.pid)) process.kill(pid, 'SIGKILL');
+      await waitFor(() => childPids(service.pid).length === 0, { what: 'the idle runner to be gone' });
+      const crashed = await start(service, body, 'resume');
+      await loading();
+      for (const pid of childPids(service.pid)) process.kill(pid, 'SIGSEGV');
+      const final = await finished(service, crashed.id);
+      assert.equal(final.task.status, 'failed');
+      assert.equal(final.error?.code, 'model_load_failed');
+      assert.match(final.error?.message ?? '', /signal SIGSEGV/);
+    }));
+
   test('a cancel wins: a task cancelling when its runner dies ends cancelled', { timeout: 120_000 }, () =>
     // The worker waits 5 s before acting on a cancel: the runner dies meanwhile.
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10', LMSP_DEBUG_CANCEL_DELAY_MS: '5000' } }, async (service) => {
