@@ -7,7 +7,7 @@ import { setMaxListeners } from 'node:events';
 import { rmSync } from 'node:fs';
 import type { TaskObject } from '../../src/api/types.js';
 import { makeDataDir } from '../../test/helpers/data-dir.js';
-import { api, type TestService } from '../../test/helpers/service.js';
+import { api, childPids, type TestService } from '../../test/helpers/service.js';
 import { sha256Digest, startModelServer, tinyModelBytes } from '../../test/helpers/model-server.js';
 import { ACTIONS_CREATING, ACTIONS_DRAINING, runWorker, type RoundContext } from './activity.js';
 import {
@@ -15,7 +15,6 @@ import {
 } from './checks.js';
 import { Ledger } from './ledger.js';
 import { Neighbour } from './neighbour.js';
-import { childPids } from '../../test/helpers/service.js';
 import { killAndReap, killService, settledWithin, sleep, startWithRetry } from './processes.js';
 import { Random } from './random.js';
 import { Info, Violations, type TortureOptions, type TortureReport } from './report.js';

@@ -7,8 +7,9 @@
  * llama.cpp, the system killed it) rejects each generation on it with `EngineExited`, so that
  * the scheduler applies each task's restart policy (LMSP 7.5) and runs it again on a fresh
  * process; one that crashes while loading fails its tasks with `model_load_failed` (a model that
- * crashes llama.cpp would crash it again), unless SIGKILL ended it (the system killed it). A cancel the runner does not honour quickly
- * (llama.cpp cannot interrupt a prompt chunk) ends the runner process: that task ends
+ * crashes llama.cpp would crash it again), unless SIGKILL ended it (the system killed it). A
+ * cancel the runner does not honour quickly (llama.cpp cannot interrupt a prompt chunk) ends
+ * the runner process: that task ends
  * cancelled, and the death of a process it asked for is never taken for a crash.
  */
 import type { DebugDelays } from '../config.js';

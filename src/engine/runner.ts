@@ -9,6 +9,7 @@ import { embed, EmbeddingContexts } from './embeddings.js';
 import { Cancelled, generate, type Generation } from './generation.js';
 import { grammarFor } from './grammar-state.js';
 import type { ParentMessage, RunnerMessage, RunnerModel, RunnerSettings } from './protocol.js';
+import { sleep } from '../time.js';
 import { renderPrompt } from './prompt.js';
 import { contextPerGeneration, sharedContext } from './sequences.js';
 
@@ -98,8 +99,7 @@ async function handle(message: ParentMessage): Promise<void> {
         const started = performance.now();
         const model = await load(message.model);
         // LMSP_DEBUG_LOAD_DELAY_MS: a slow load, inside this process, as a large model's is.
-        const wait = (settings.loadDelayMs ?? 0) - (performance.now() - started);
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        await sleep((settings.loadDelayMs ?? 0) - (performance.now() - started));
         send({ type: 'loaded', requestId: message.requestId, contextLength: model.trainContextSize });
       } catch (error) {
         send({ type: 'error', requestId: message.requestId, code: 'model_load_failed', message: (error as Error).message });

@@ -51,7 +51,7 @@ async function settleInPlaceOfRequest(core: TaskCore, task: Task): Promise<Store
   const { answer } = await settleResponseRequest(core, task, key, {
     clientGone,
     storeResponse: header.store,
-    answerOf: (finished) => finalAnswerOfRequest(core, finished) ?? plainAnswerOf(core, finished),
+    answerOf: (finished) => (header.stream ? streamedCreateAnswer(core, finished, header.store) : plainAnswerOf(core, finished)),
   });
   return answer;
 }
