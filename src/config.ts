@@ -106,6 +106,14 @@ function sizeParser(text: string): number {
   return bytes;
 }
 
+/** A byte count as `--body-limit` takes it: `1MiB`, `512KiB`, or bytes when no binary unit divides it. */
+export function formatSize(bytes: number): string {
+  for (const [unit, size] of [['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return String(bytes);
+}
+
 function listOf(text: string): string[] {
   return text.split(',').map((item) => item.trim()).filter(Boolean);
 }
@@ -317,7 +325,7 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     max_loaded_models: config.maxLoadedModels,
     max_restarts: config.maxRestarts,
     idempotency_ttl: formatDuration(config.idempotencyTtlMs),
-    body_limit: config.bodyLimitBytes,
+    body_limit: formatSize(config.bodyLimitBytes),
     threads: config.threads,
     gpu: config.gpu,
     cpu_affinity: config.cpuAffinity,

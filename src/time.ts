@@ -20,9 +20,11 @@ export function parseDuration(text: string, options: { allowForever?: boolean } 
   return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
 }
 
+/** A duration as a user would write it: `7d`, `24h` (a single day reads as the docs write it), `10m`, `500ms`. */
 export function formatDuration(ms: DurationMs): string {
   if (ms === Infinity) return 'forever';
   for (const unit of ['d', 'h', 'm', 's'] as const) {
+    if (unit === 'd' && ms < 2 * UNIT_MS.d) continue;
     if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
   }
   return `${ms}ms`;

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { resolveConfig } from '../../src/config.js';
+import { OPTIONS, resolveConfig } from '../../src/config.js';
 import { runCli } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { withService } from '../helpers/service.js';
@@ -68,6 +68,12 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     const rows = JSON.parse(listed.stdout) as Array<{ setting: string; value: unknown; source: string }>;
     assert.deepEqual(rows.find((row) => row.setting === 'port'), { setting: 'port', value: 5677, source: 'default' });
     assert.deepEqual(rows.find((row) => row.setting === 'name'), { setting: 'name', value: 'from-env', source: 'LMSP_NAME' });
+    // Each default reads as `lmsp serve --help` writes it (24h, 1MiB), not as 1d or 1048576;
+    // threads alone shows what auto resolved to on this machine.
+    for (const option of OPTIONS.filter((o) => !o.defaultText.includes('<') && o.defaultText !== '(none)' && o.flag !== '--threads')) {
+      const row = rows.find((r) => r.setting === option.flag.slice(2));
+      assert.equal(String(row?.value), option.defaultText, option.flag);
+    }
     const got = await runCli(['config', 'get', 'port', '--data-dir', dataDir]);
     assert.equal(got.code, 0, got.stderr);
     assert.equal(got.stdout.trim(), '5677 (default)');
