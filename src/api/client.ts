@@ -4,7 +4,7 @@
  */
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type {
-  ClientObject, CreateResponseBody, InputItemList, ModelObject, PairingCodeObject, ResponseObject, ServiceObject, TaskEvent, TaskObject,
+  ClientObject, CreateResponseBody, InputItemList, ListObject, ModelObject, PairingCodeObject, ResponseObject, ServiceObject, TaskEvent, TaskObject,
 } from './types.js';
 
 export class LmspApiError extends Error {
@@ -183,8 +183,17 @@ export class LmspClient {
     return (await this.request<ClientObject>('GET', '/v1/clients/me')).body;
   }
 
+  /** Every client, oldest first, through as many pages as there are. */
   async listClients(): Promise<ClientObject[]> {
-    return (await this.request<{ data: ClientObject[] }>('GET', '/v1/clients')).body.data;
+    const clients: ClientObject[] = [];
+    let after: string | null = null;
+    for (;;) {
+      const query: string = `?order=asc&limit=1000${after ? `&after=${encodeURIComponent(after)}` : ''}`;
+      const page = (await this.request<ListObject<ClientObject> & { last_id: string | null }>('GET', `/v1/clients${query}`)).body;
+      clients.push(...page.data);
+      if (!page.has_more || !page.last_id) return clients;
+      after = page.last_id;
+    }
   }
 
   async revokeClient(id: string): Promise<ClientObject> {

@@ -209,6 +209,15 @@ export const listTasksQuery = {
   },
 } as const;
 
+export const listClientsQuery = {
+  type: 'object',
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 },
+    after: { type: 'string', description: 'Cursor: the last id of the previous page.' },
+    order: { type: 'string', enum: ['asc', 'desc'], default: 'desc', description: 'By pairing time.' },
+  },
+} as const;
+
 export const taskEventsQuery = {
   type: 'object',
   properties: {

@@ -31,6 +31,8 @@ export class ClientTable {
   private readonly byTokenStatement;
   private readonly getStatement;
   private readonly listStatement;
+  private readonly pageAscStatement;
+  private readonly pageDescStatement;
   private readonly revokeStatement;
   private readonly touchStatement;
   private readonly operatorStatement;
@@ -45,6 +47,12 @@ export class ClientTable {
     this.byTokenStatement = db.prepare<[Buffer], DbClient>('SELECT * FROM clients WHERE token_hash = ?');
     this.getStatement = db.prepare<[string], DbClient>('SELECT * FROM clients WHERE id = ?');
     this.listStatement = db.prepare<[], DbClient>('SELECT * FROM clients ORDER BY created_at, id');
+    // Pages in (created_at, id) order from a cursor client's position; the cursor's own row is
+    // left out, and a cursor that is not there (null, null) starts at either end.
+    this.pageAscStatement = db.prepare<[number | null, number | null, string | null, number], DbClient>(`
+      SELECT * FROM clients WHERE ? IS NULL OR (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?`);
+    this.pageDescStatement = db.prepare<[number | null, number | null, string | null, number], DbClient>(`
+      SELECT * FROM clients WHERE ? IS NULL OR (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`);
     this.revokeStatement = db.prepare('UPDATE clients SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
     this.touchStatement = db.prepare('UPDATE clients SET last_used_at = ? WHERE id = ?');
     this.operatorStatement = db.prepare<[], DbClient>(
@@ -72,6 +80,14 @@ export class ClientTable {
 
   list(): Client[] {
     return this.listStatement.all().map(toClient);
+  }
+
+  /** One page of clients after `after` (null: from the start) in creation order or its reverse. */
+  page(query: { after: Client | null; limit: number; order: 'asc' | 'desc' }): { clients: Client[]; hasMore: boolean } {
+    const statement = query.order === 'asc' ? this.pageAscStatement : this.pageDescStatement;
+    const at = query.after?.createdAt ?? null;
+    const rows = statement.all(at, at, query.after?.id ?? null, query.limit + 1);
+    return { clients: rows.slice(0, query.limit).map(toClient), hasMore: rows.length > query.limit };
   }
 
   revoke(id: string, at: number): boolean {

@@ -1,9 +1,9 @@
 /** The use cases of pairing and clients (LMSP section 4). */
-import type { ClientObject, PairingCodeObject } from '../api/types.js';
+import type { ClientObject, ListObject, PairingCodeObject } from '../api/types.js';
 import { toClientObject } from '../api/views.js';
 import { createPairingCode, ensureOperatorToken, pairClient as claimCodeForClient } from '../auth/clients.js';
 import type { Scope } from '../domain/clients.js';
-import { ServiceError } from '../domain/errors.js';
+import { invalidRequest, ServiceError } from '../domain/errors.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
@@ -53,6 +53,16 @@ export async function pairWithCode(deps: PairingDeps, code: string, clientName: 
 
 export function listClients(deps: StoreDeps): ClientObject[] {
   return deps.store.clients.list().map(toClientObject);
+}
+
+/** A page of `GET /v1/clients`, in the list shape of `GET /v1/tasks`; `after` must name a client. */
+export function clientsPage(deps: StoreDeps, request: { limit: number; after: string | null; order: 'asc' | 'desc' }):
+  ListObject<ClientObject> & { first_id: string | null; last_id: string | null } {
+  const after = request.after === null ? null : deps.store.clients.get(request.after);
+  if (request.after !== null && !after) throw invalidRequest('after', `No client with id '${request.after}'.`);
+  const { clients, hasMore } = deps.store.clients.page({ after, limit: request.limit, order: request.order });
+  const data = clients.map(toClientObject);
+  return { object: 'list', data, has_more: hasMore, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
 }
 
 /**

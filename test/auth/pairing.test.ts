@@ -147,6 +147,52 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     assert.ok(listed.find((c) => c.id === client.id)?.revoked_at);
   }));
 
+  test('GET /v1/clients is paged as tasks are: limit, after, order, has_more, first_id and last_id', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const paired = [];
+    for (let i = 0; i < 5; i += 1) paired.push(await pairClient(service, ['responses'], `c${i}`));
+    const all = await service.client.listClients();
+    assert.ok(all.length >= 6, 'the operator and five paired clients');
+    for (const client of paired) assert.ok(all.some((c) => c.id === client.id));
+    const key = (c: ClientObject) => [c.created_at, c.id] as const;
+    const sorted = [...all].sort((a, b) => (key(a)[0] - key(b)[0]) || (key(a)[1] < key(b)[1] ? -1 : key(a)[1] > key(b)[1] ? 1 : 0));
+    assert.deepEqual(all.map((c) => c.id), sorted.map((c) => c.id), 'listClients: oldest first');
+
+    type Page = { object: string; data: ClientObject[]; has_more: boolean; first_id: string | null; last_id: string | null };
+    const walk = async (order: 'asc' | 'desc') => {
+      const seen: string[] = [];
+      let after: string | null = null;
+      for (let pages = 0; ; pages += 1) {
+        assert.ok(pages < all.length, 'the pages end');
+        const response = await api(service, `/v1/clients?limit=2&order=${order}${after ? `&after=${after}` : ''}`);
+        assert.equal(response.status, 200);
+        const page = (await response.json()) as Page;
+        assert.equal(page.object, 'list');
+        assert.ok(page.data.length <= 2);
+        assert.equal(page.first_id, page.data[0]?.id ?? null);
+        assert.equal(page.last_id, page.data.at(-1)?.id ?? null);
+        seen.push(...page.data.map((c) => c.id));
+        if (!page.has_more) return seen;
+        after = page.last_id;
+      }
+    };
+    assert.deepEqual(await walk('asc'), sorted.map((c) => c.id));
+    assert.deepEqual(await walk('desc'), sorted.map((c) => c.id).reverse());
+    const newest = (await (await api(service, '/v1/clients?limit=1')).json()) as Page;
+    assert.deepEqual(newest.data.map((c) => c.id), [sorted.at(-1)!.id], 'newest first by default');
+    assert.equal(newest.has_more, true);
+
+    for (const [query, param] of [['limit=0', 'limit'], ['limit=1001', 'limit'], ['order=up', 'order'], ['after=cli_nobody', 'after']] as const) {
+      const bad = await api(service, `/v1/clients?${query}`);
+      assert.equal(bad.status, 400, query);
+      const error = await errorOf(bad);
+      assert.equal(error.code, 'invalid_request', query);
+      assert.equal(error.param, param, query);
+    }
+    const notAdmin = await as(service, paired[0]!.token)('/v1/clients');
+    assert.equal(notAdmin.status, 403);
+    assert.equal((await errorOf(notAdmin)).code, 'insufficient_scope');
+  }));
+
   test('DELETE /v1/clients/me: any client ends its own token, no admin needed; other clients go on', { timeout: 60_000 }, () => withService({}, async (service) => {
     const leaving = await pairClient(service, ['models:read']);
     const staying = await pairClient(service, ['models:read']);

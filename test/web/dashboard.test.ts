@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { TaskObject } from '../../src/api/types.js';
 import { NO_BROWSER, screenshot, seriousViolations, signIn, withBrowser } from '../helpers/browser.js';
-import { api, waitFor, withService, type TestService } from '../helpers/service.js';
+import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
 const VIEWS = [
   { hash: '#/', heading: 'Overview' },
@@ -231,6 +231,23 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       const code = (await admin.getByTestId('pairing-code').textContent())!;
       const paired = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code, client_name: 'new app' }) });
       assert.equal(paired.status, 201);
+    })));
+
+  test('the Clients view pages its list, newest pairings first', () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      for (let i = 0; i < 50; i += 1) await pairClient(service, ['models:read'], `app ${i}`);
+      const page = await browser.newPage();
+      await signIn(page, service, ['admin'], 'admin');
+      await openView(page, service, '#/clients', 'Clients');
+      const rows = page.getByRole('region', { name: 'Paired clients' }).locator('tbody tr');
+      // 52 clients: the operator, 50 apps, the signed-in admin; 50 on the first page.
+      await page.getByRole('cell', { name: 'admin (you)' }).waitFor();
+      assert.equal(await rows.count(), 50);
+      assert.equal(await page.getByRole('cell', { name: 'operator', exact: true }).count(), 0, 'the oldest is on the next page');
+      await page.getByRole('button', { name: 'Older' }).click();
+      await page.getByRole('cell', { name: 'operator', exact: true }).waitFor();
+      assert.equal(await rows.count(), 2);
+      await assertAccessible(page, 'clients, second page');
     })));
 
   test('pull a model from a local server, with its progress on the Models view', (t) => withLocalModelServer(async (endpoint, serveFile) =>

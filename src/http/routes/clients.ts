@@ -5,18 +5,22 @@ import type { PairingAttempt } from '../../auth/rate-limit.js';
 import { hashPairingCode, normalizePairingCode } from '../../auth/secrets.js';
 import type { Scope } from '../../domain/clients.js';
 import { ServiceError } from '../../domain/errors.js';
-import { issuePairingCode, listClients, pairWithCode, revokeClient } from '../../tasks/pairing.js';
+import { clientsPage, issuePairingCode, pairWithCode, revokeClient } from '../../tasks/pairing.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { idempotencyKeyOf, sendStoredAnswer } from '../idempotency.js';
-import { idParams, pairBody, pairingCodeBody } from '../schemas.js';
+import { idParams, listClientsQuery, pairBody, pairingCodeBody } from '../schemas.js';
 
 export function registerClientRoutes(app: FastifyInstance, context: AppContext): void {
   const { core } = context;
 
   app.get('/v1/clients/me', { config: { access: 'authenticated' } }, async (request) => toClientObject(clientOf(request)));
 
-  app.get('/v1/clients', { config: { access: 'admin' } }, async () => ({ object: 'list', data: listClients(core), has_more: false }));
+  // Paged as GET /v1/tasks is: newest first unless `order=asc`, `after` the last id seen.
+  app.get('/v1/clients', { config: { access: 'admin' }, schema: { querystring: listClientsQuery } }, async (request) => {
+    const query = request.query as { limit: number; after?: string; order: 'asc' | 'desc' };
+    return clientsPage(core, { limit: query.limit, after: query.after ?? null, order: query.order });
+  });
 
   // LMSP 4: a revoked client's streams end and its connection-bound tasks are cancelled, at once.
   const revoke = async (id: string) => {

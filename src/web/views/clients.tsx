@@ -2,8 +2,9 @@
 import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { formatTime } from '../format.js';
 import { request } from '../session.js';
-import { Ago, Code, ErrorNotice, Notice, PageHeading, TableRegion, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, Notice, PageControls, PageHeading, TableRegion, useApp, usePages, usePoll } from '../ui.js';
 import { SCOPES, type Client, type List, type PairingCode } from '../wire.js';
+import { PAGE_SIZE } from './tasks.js';
 
 const TTLS = [
   { seconds: 600, label: '10 minutes' },
@@ -129,7 +130,11 @@ function RevokeButton({ client, onRevoked }: { client: Client; onRevoked: () => 
 
 export function ClientsView() {
   const { session } = useApp();
-  const clients = usePoll(() => request<List<Client>>(session, 'GET', 'v1/clients'), 5000, []);
+  // Newest pairings first, a page at a time (GET /v1/clients is paged as tasks are).
+  const pages = usePages();
+  const clients = usePoll(
+    () => request<List<Client>>(session, 'GET', `v1/clients?limit=${PAGE_SIZE}${pages.after ? `&after=${encodeURIComponent(pages.after)}` : ''}`),
+    5000, [pages.after]);
   return (
     <>
       <PageHeading>Clients</PageHeading>
@@ -157,6 +162,7 @@ export function ClientsView() {
           </table>
         </TableRegion>
       )}
+      {clients.data && <PageControls pages={pages} hasMore={clients.data.has_more} lastId={clients.data.data.at(-1)?.id ?? null} label="clients" />}
       <PairingCodeForm onMade={clients.refresh} />
     </>
   );
