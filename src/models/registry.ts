@@ -6,7 +6,7 @@ import { existsSync, lstatSync, mkdirSync } from 'node:fs';
 import { lstat, readlink, realpath, stat } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
-import { MODEL_ID_PATTERN, type Model } from '../domain/models.js';
+import { fileStampOf, MODEL_ID_PATTERN, sameFile, type Model } from '../domain/models.js';
 import { EngineError } from '../engine/engine.js';
 import { writeGgufFile } from '../engine/gguf-writer.js';
 import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
@@ -97,7 +97,8 @@ export class ModelRegistry {
       throw invalidRequest('id', 'model ids are 1-128 characters of a-z, 0-9, ".", "_", ":" and "-", starting with a letter or digit');
     }
     const resolved = options.restrictToModelsDir ? await this.resolveInModelsDir(input.path) : await resolveFile(input.path, input.path);
-    const info = await stat(resolved);
+    // Stamped before it is read: a change while it is hashed shows at the next load.
+    const info = await stat(resolved, { bigint: true });
     if (!info.isFile()) throw new ServiceError('invalid_model_file', 'the path does not name a regular file', { param: 'path' });
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
@@ -105,8 +106,7 @@ export class ModelRegistry {
     const digest = await hashFile(resolved, options.onProgress);
     const now = nowSeconds();
     return {
-      id, path: resolved, digest, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready', builtin: false,
-      createdAt: now, verifiedAt: now, ...facts,
+      id, path: resolved, digest, ...fileStampOf(info), status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
     };
   }
 
@@ -168,7 +168,7 @@ export class ModelRegistry {
     let status: Model['status'];
     let info: Awaited<ReturnType<typeof lstat>> | null = null;
     try {
-      info = await lstat(model.path);
+      info = await lstat(model.path, { bigint: true });
       // What stands at the registered path now is not the file that was registered (a link
       // planted there, a pipe): not followed, not read.
       if (!info.isFile()) status = 'digest_mismatch';
@@ -180,8 +180,8 @@ export class ModelRegistry {
       ...model,
       status,
       verifiedAt: nowSeconds(),
-      // A file that hashes to its recorded digest again is known good at its current size/mtime.
-      ...(status === 'ready' && info ? { sizeBytes: Number(info.size), mtimeMs: Math.floor(Number(info.mtimeMs)) } : {}),
+      // A file that hashes to its recorded digest again is known good as it is stamped now.
+      ...(status === 'ready' && info ? fileStampOf(info) : {}),
     };
   }
 
@@ -214,6 +214,8 @@ export class ModelRegistry {
   /**
    * LMSP section 5, integrity before loading: size and mtime against the record, and a re-hash
    * on any change. A changed digest fails the task (`model_digest_mismatch`) and marks the model.
+   * The file's inode and change time count as well: `touch` sets a modification time back, and
+   * nothing but the kernel sets a change time.
    */
   async checkBeforeLoad(id: string): Promise<Model> {
     const model = this.store.models.get(id);
@@ -222,7 +224,7 @@ export class ModelRegistry {
     try {
       // The registered path is the file's real path: lstat, so that a link planted there since
       // is seen as a change and never followed (its target may lie outside the models directory).
-      info = await lstat(model.path);
+      info = await lstat(model.path, { bigint: true });
     } catch {
       await this.store.db.write(() => this.store.models.setStatus(id, 'missing'));
       throw new EngineError('model_not_found', `the file of model '${id}' is missing`);
@@ -231,7 +233,8 @@ export class ModelRegistry {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' was replaced by something that is not a regular file (a link is not followed)`);
     }
-    if (info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) {
+    const stamp = fileStampOf(info);
+    if (sameFile(model, stamp)) {
       if (model.status === 'digest_mismatch') {
         throw new EngineError('model_digest_mismatch', `the file of model '${id}' does not match its digest ${model.digest}`);
       }
@@ -245,7 +248,7 @@ export class ModelRegistry {
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
     }
     await validateBeforeLoad(model);
-    const updated: Model = { ...model, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready', verifiedAt: nowSeconds() };
+    const updated: Model = { ...model, ...stamp, status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
   }
@@ -264,14 +267,14 @@ export class ModelRegistry {
       // LMSP 5: every file goes through the validator, ours too (one left from an earlier start may be anything).
       // Recorded by its real path, as every registered file is.
       const real = await realpath(path);
+      const info = await stat(real, { bigint: true });
       const facts = await readGgufFacts(real);
       const digest = await hashFile(real);
-      const info = await stat(real);
       const now = nowSeconds();
       await this.store.db.write(() => {
         if (!this.store.models.get(BUILTIN_MODEL_ID)) {
           this.store.models.insert({
-            id: BUILTIN_MODEL_ID, path: real, digest, sizeBytes: info.size, mtimeMs: Math.floor(info.mtimeMs), status: 'ready',
+            id: BUILTIN_MODEL_ID, path: real, digest, ...fileStampOf(info), status: 'ready',
             builtin: true, createdAt: now, verifiedAt: now, ...facts,
           });
         }

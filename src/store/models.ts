@@ -9,6 +9,7 @@ export interface DbModel {
   digest: string;
   size_bytes: number;
   mtime_ms: number;
+  file_identity: string | null;
   architecture: string | null;
   context_length: number | null;
   parameters: number | null;
@@ -27,6 +28,7 @@ export function toModel(row: DbModel): Model {
     digest: row.digest,
     sizeBytes: row.size_bytes,
     mtimeMs: row.mtime_ms,
+    fileIdentity: row.file_identity,
     architecture: row.architecture,
     contextLength: row.context_length,
     parameters: row.parameters,
@@ -52,16 +54,16 @@ export class ModelTable {
   constructor(db: Sqlite) {
     this.cache = new ReadCache(db);
     this.insertStatement = db.prepare(`
-      INSERT INTO models (id, path, digest, size_bytes, mtime_ms, architecture, context_length, parameters,
+      INSERT INTO models (id, path, digest, size_bytes, mtime_ms, file_identity, architecture, context_length, parameters,
         quantization, tokenizer, status, builtin, created_at, verified_at)
-      VALUES (@id, @path, @digest, @size_bytes, @mtime_ms, @architecture, @context_length, @parameters,
+      VALUES (@id, @path, @digest, @size_bytes, @mtime_ms, @file_identity, @architecture, @context_length, @parameters,
         @quantization, @tokenizer, @status, @builtin, @created_at, @verified_at)`);
     this.getStatement = db.prepare<[string], DbModel>('SELECT * FROM models WHERE id = ?');
     this.listStatement = db.prepare<[], DbModel>('SELECT * FROM models ORDER BY created_at, id');
     this.deleteStatement = db.prepare('DELETE FROM models WHERE id = ?');
     this.updateFileStatement = db.prepare(`
       UPDATE models SET path = @path, digest = @digest, size_bytes = @size_bytes, mtime_ms = @mtime_ms,
-        architecture = @architecture, context_length = @context_length, parameters = @parameters,
+        file_identity = @file_identity,        architecture = @architecture, context_length = @context_length, parameters = @parameters,
         quantization = @quantization, tokenizer = @tokenizer, status = @status, verified_at = @verified_at
       WHERE id = @id`);
     this.setStatusStatement = db.prepare('UPDATE models SET status = ?, verified_at = coalesce(?, verified_at) WHERE id = ?');
@@ -74,6 +76,7 @@ export class ModelTable {
       digest: model.digest,
       size_bytes: model.sizeBytes,
       mtime_ms: model.mtimeMs,
+      file_identity: model.fileIdentity,
       architecture: model.architecture,
       context_length: model.contextLength,
       parameters: model.parameters,
@@ -107,7 +110,7 @@ export class ModelTable {
     return this.deleteStatement.run(id).changes > 0;
   }
 
-  /** Records what the file is now: path, digest, size, mtime, GGUF facts and status. */
+  /** Records what the file is now: path, digest, size, mtime, identity, GGUF facts and status. */
   updateFile(model: Model): void {
     this.cache.clear();
     const { created_at: _created, builtin: _builtin, ...params } = this.params(model);

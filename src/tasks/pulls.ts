@@ -8,7 +8,7 @@ import { lstat, rm, stat } from 'node:fs/promises';
 import { toTaskObject } from '../api/views.js';
 import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
-import { MODEL_ID_PATTERN, type GgufFacts, type Model } from '../domain/models.js';
+import { fileStampOf, MODEL_ID_PATTERN, type GgufFacts, type Model } from '../domain/models.js';
 import type { ModelPull } from '../domain/pulls.js';
 import { RESTART_POLICIES, type RestartPolicy, type Task } from '../domain/tasks.js';
 import { DownloadAbortedError, DownloadError } from '../models/download-errors.js';
@@ -232,10 +232,11 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
 /** The model, the pull's result and `model.pull.completed` in one transaction; a cancel accepted first wins (LMSP 7.4). */
 async function finishPull(deps: PullDeps, task: Task, pull: ModelPull, result: DownloadResult, facts: GgufFacts): Promise<Task | null> {
   const { store, machine, registry } = deps;
-  const info = await stat(result.path);
+  const info = await stat(result.path, { bigint: true });
   const now = nowSeconds();
+  // The size hashed, beside the stamp of the file as it stands: a change since is hashed again at its load.
   const model: Model = {
-    id: pull.modelId, path: result.path, digest: result.digest, sizeBytes: result.sizeBytes, mtimeMs: Math.floor(info.mtimeMs),
+    id: pull.modelId, path: result.path, digest: result.digest, ...fileStampOf(info), sizeBytes: result.sizeBytes,
     status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
   };
   let outcome: { task: Task | null; keepFile: boolean };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, openSync, readFileSync, renameSync, symlinkSync, truncateSync, writeFileSync, writeSync, closeSync, rmSync, existsSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ModelObject, ResponseObject } from '../../src/api/types.js';
@@ -148,6 +148,45 @@ describe('model registry (LMSP section 5)', () => {
     // A file that is gone.
     rmSync(other);
     assert.equal(((await (await api(service, '/v1/models/shrunk/verify', { method: 'POST' })).json()) as ModelObject).status, 'missing');
+  }));
+
+  test('a file changed with its modification time set back is still hashed again before it loads', () => withService({}, async (service) => {
+    // Size and mtime alone would pass it: `touch -r` sets an mtime back, nothing sets a ctime back.
+    const path = join(service.dataDir, 'models', 'disguised.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'disguised.gguf', id: 'disguised' })).status, 201);
+    const before = statSync(path);
+    const stamp = join(service.dataDir, 'stamp');
+    writeFileSync(stamp, '');
+    execFileSync('touch', ['-r', path, stamp]);
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.from([0x7f]), 0, 1, 200_000);
+    closeSync(fd);
+    execFileSync('touch', ['-r', stamp, path]);
+    assert.equal(statSync(path).size, before.size);
+    assert.equal(Math.floor(statSync(path).mtimeMs), Math.floor(before.mtimeMs), 'the modification time is the registered one');
+    const answer = await service.client.createResponse({ model: 'disguised', input: 'hi', max_output_tokens: 3 });
+    assert.equal(answer.body.status, 'failed');
+    assert.equal(answer.body.error?.code, 'model_digest_mismatch');
+    assert.equal((await service.client.getModel('disguised')).status, 'digest_mismatch');
+
+    // Another file of the same size renamed into its place, its mtime set to the registered one.
+    const swapped = join(service.dataDir, 'models', 'swapped-in.gguf');
+    copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'original.gguf'));
+    assert.equal((await register(service, { path: 'original.gguf', id: 'original' })).status, 201);
+    copyFileSync(path, swapped);
+    execFileSync('touch', ['-r', join(service.dataDir, 'models', 'original.gguf'), swapped]);
+    renameSync(swapped, join(service.dataDir, 'models', 'original.gguf'));
+    const replaced = await service.client.createResponse({ model: 'original', input: 'hi', max_output_tokens: 3 });
+    assert.equal(replaced.body.error?.code, 'model_digest_mismatch');
+
+    // A file only touched (same bytes) is hashed again, found the same, and loads.
+    copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'touched.gguf'));
+    assert.equal((await register(service, { path: 'touched.gguf', id: 'touched' })).status, 201);
+    chmodSync(join(service.dataDir, 'models', 'touched.gguf'), 0o600);
+    const touched = await service.client.createResponse({ model: 'touched', input: 'hi', max_output_tokens: 3 });
+    assert.equal(touched.body.status, 'incomplete');
+    assert.equal((await service.client.getModel('touched')).status, 'ready');
   }));
 
   test('a file deleted since it was registered shows missing at once, and ready again when it is back unchanged', () => withService({}, async (service) => {

@@ -72,6 +72,7 @@ describe('unfinished tasks per client (LMSP 16, migration 0010)', () => {
     old.exec('DROP TABLE unfinished_tasks_per_client');
     // And what the migrations after 0010 made.
     old.exec('DROP TABLE swept_task_logs');
+    old.exec('ALTER TABLE models DROP COLUMN file_identity');
     old.prepare('DELETE FROM schema_migrations WHERE version >= 10').run();
     old.close();
 

@@ -3,6 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { OPERATOR_TOKEN_FILE } from '../../auth/clients.js';
+import { fileStampOf, sameFile } from '../../domain/models.js';
 import { hashFile } from '../../models/hashing.js';
 import { DATABASE_FILE, Store } from '../../store/index.js';
 import { action, dataDirOf, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
@@ -42,8 +43,7 @@ export function registerDoctor(program: Command): void {
             add(`model ${model.id}`, 'fail', `file missing: ${model.path}`);
             continue;
           }
-          const info = statSync(model.path);
-          const changed = info.size !== model.sizeBytes || Math.floor(info.mtimeMs) !== model.mtimeMs;
+          const changed = !sameFile(model, fileStampOf(statSync(model.path, { bigint: true })));
           if (options.verify || changed) {
             const digest = await hashFile(model.path);
             add(`model ${model.id}`, digest === model.digest ? 'ok' : 'fail', digest === model.digest ? `${model.digest} verified` : `digest is ${digest}, recorded ${model.digest}`);
