@@ -100,10 +100,18 @@ export class GenerationCancelled extends Error {
   override name = 'GenerationCancelled';
 }
 
+/** Says whether what a runner has just loaded may be used; throws when it may not. */
+export type LoadConfirmation = () => Promise<void>;
+
 export interface EngineLease {
   /** Whether `load` has work to do (the task then shows status `loading`). */
   readonly needsLoad: boolean;
-  load(signal: AbortSignal): Promise<void>;
+  /**
+   * Loads the model. `confirm` runs once the runner holds it, before anything uses it: when it
+   * throws (the file changed between its check and the load), the runner is given back unloaded
+   * and the load fails with that error.
+   */
+  load(signal: AbortSignal, confirm?: LoadConfirmation): Promise<void>;
   generate(request: GenerateRequest, hooks: GenerateHooks, signal: AbortSignal): Promise<FinishReason>;
   release(): void;
 }
@@ -118,7 +126,7 @@ export interface Engine {
    * generating (the embedding runs beside the generation), else a free slot loads the model.
    * Throws EngineInputError for a bad input, EngineError when the model cannot be used.
    */
-  embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult>;
+  embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal, confirm?: LoadConfirmation): Promise<EmbedResult>;
   /** Ids of the models loaded now (GET /v1/models `loaded`). */
   loadedModelIds(): Set<string>;
   /** Called whenever a lease is released or a model unloaded, so waiting work can retry. */

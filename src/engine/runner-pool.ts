@@ -16,7 +16,8 @@ import type { DebugDelays } from '../config.js';
 import type { TaskErrorCode } from '../domain/errors.js';
 import { sleep } from '../time.js';
 import {
-  EngineError, EngineExited, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest, type ModelRef,
+  EngineError, EngineExited, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest,
+  type LoadConfirmation, type ModelRef,
 } from './engine.js';
 import type { RunnerErrorCode, RunnerSettings } from './protocol.js';
 import { RunnerProcess, type RunnerLog } from './runner-process.js';
@@ -167,7 +168,7 @@ export class RunnerPool implements Engine {
     let released = false;
     return {
       needsLoad: !sameModel(runner.model, model) || !runner.alive,
-      load: (signal) => this.load(runner, model, signal),
+      load: (signal, confirm) => this.load(runner, model, signal, confirm),
       generate: (request, hooks, signal) => this.generate(runner, model, request, hooks, signal),
       release: () => {
         if (released) return;
@@ -193,7 +194,7 @@ export class RunnerPool implements Engine {
     runner.keepAliveTimer.unref();
   }
 
-  private async load(runner: RunnerProcess, model: ModelRef, signal: AbortSignal): Promise<void> {
+  private async load(runner: RunnerProcess, model: ModelRef, signal: AbortSignal, confirm?: LoadConfirmation): Promise<void> {
     for (;;) {
       // Leases of a runner taken together (its sequences) wait on the load one of them started:
       // the model is loaded, and counted, once (LMSP 15: `lmsp_model_loads_total`).
@@ -208,7 +209,7 @@ export class RunnerPool implements Engine {
         if (sameModel(runner.model, model) && runner.alive) return;
         continue;
       }
-      const done = this.loadInto(runner, model, signal);
+      const done = this.loadInto(runner, model, signal, confirm);
       this.loads.set(runner, { model, done });
       try {
         await done;
@@ -223,9 +224,10 @@ export class RunnerPool implements Engine {
     }
   }
 
-  private async loadInto(runner: RunnerProcess, model: ModelRef, signal: AbortSignal): Promise<void> {
+  private async loadInto(runner: RunnerProcess, model: ModelRef, signal: AbortSignal, confirm?: LoadConfirmation): Promise<void> {
     const started = performance.now();
-    if (!sameModel(runner.model, model) || !runner.alive) {
+    const loading = !sameModel(runner.model, model) || !runner.alive;
+    if (loading) {
       runner.model = null;
       await new Promise<void>((resolve, reject) => {
         const onAbort = () => {
@@ -262,6 +264,15 @@ export class RunnerPool implements Engine {
     // LMSP_DEBUG_LOAD_DELAY_MS: each model load takes at least this long.
     await sleep(this.options.debug.loadDelayMs - (performance.now() - started), signal);
     if (signal.aborted) throw new GenerationCancelled('cancelled while loading');
+    if (!confirm || !loading) return;
+    try {
+      await confirm();
+    } catch (error) {
+      // What the runner read is not what was checked: nothing may use it.
+      this.unload(runner);
+      this.capacityChanged();
+      throw error;
+    }
   }
 
   private generate(runner: RunnerProcess, model: ModelRef, request: GenerateRequest, hooks: GenerateHooks,
@@ -343,7 +354,7 @@ export class RunnerPool implements Engine {
    * generations). Only when every slot is busy with other models does it wait for one, ahead
    * of queued tasks.
    */
-  async embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal): Promise<EmbedResult> {
+  async embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal, confirm?: LoadConfirmation): Promise<EmbedResult> {
     for (;;) {
       if (this.closed) throw new EngineError('engine_error', 'the engine is closed');
       if (signal?.aborted) throw new GenerationCancelled('cancelled');
@@ -354,7 +365,7 @@ export class RunnerPool implements Engine {
       if (runner) {
         const lease = this.lease(runner, model);
         try {
-          await lease.load(signal ?? new AbortController().signal);
+          await lease.load(signal ?? new AbortController().signal, confirm);
           return await this.embedOn(runner, model, request, signal);
         } finally {
           lease.release();

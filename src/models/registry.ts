@@ -7,7 +7,7 @@ import { lstat, readlink, realpath, stat } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { fileStampOf, MODEL_ID_PATTERN, sameFile, type Model } from '../domain/models.js';
-import { EngineError } from '../engine/engine.js';
+import { EngineError, type LoadConfirmation } from '../engine/engine.js';
 import { writeGgufFile } from '../engine/gguf-writer.js';
 import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
 import type { Store } from '../store/index.js';
@@ -251,6 +251,21 @@ export class ModelRegistry {
     const updated: Model = { ...model, ...stamp, status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
+  }
+
+  /**
+   * For the engine to call once a runner has loaded `verified` (what `checkBeforeLoad` returned):
+   * the file must still be the one checked, or the runner may have read other bytes than those
+   * hashed (a file renamed into place, or edited, between the check and the load). Nothing is
+   * marked: the next load hashes the file again and records what it finds.
+   */
+  confirmUnchanged(verified: Model): LoadConfirmation {
+    return async () => {
+      const info = await lstat(verified.path, { bigint: true }).catch(() => null);
+      if (!info?.isFile() || !sameFile(verified, fileStampOf(info))) {
+        throw new EngineError('model_digest_mismatch', `the file of model '${verified.id}' changed while it loaded; it is checked again at its next use`);
+      }
+    };
   }
 
   /**

@@ -202,8 +202,8 @@ export class Scheduler {
       }
       if (!lease) throw new EngineError('model_not_found', `the model '${task.model}' is no longer registered`);
       if (lease.needsLoad) {
-        await this.core.registry.checkBeforeLoad(task.model);
-        await lease.load(abort.signal);
+        const verified = await this.core.registry.checkBeforeLoad(task.model);
+        await lease.load(abort.signal, this.core.registry.confirmUnchanged(verified));
       }
       if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return false;
 

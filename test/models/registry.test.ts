@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelObject, ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
 import { makeDataDir } from '../helpers/data-dir.js';
@@ -187,6 +188,39 @@ describe('model registry (LMSP section 5)', () => {
     const touched = await service.client.createResponse({ model: 'touched', input: 'hi', max_output_tokens: 3 });
     assert.equal(touched.body.status, 'incomplete');
     assert.equal((await service.client.getModel('touched')).status, 'ready');
+  }));
+
+  test('a file swapped while its model loads is not used: the load fails, and the next one hashes it', () => withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2500' } }, async (service) => {
+    const path = join(service.dataDir, 'models', 'racing.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'racing.gguf', id: 'racing' })).status, 201);
+    const other = join(service.dataDir, 'models', 'other.tmp');
+    copyFileSync(tinyPath(service), other);
+    const fd = openSync(other, 'r+');
+    writeSync(fd, Buffer.from([0x7f]), 0, 1, 200_000);
+    closeSync(fd);
+    execFileSync('touch', ['-r', path, other]);
+
+    const created = await service.client.createResponse({ model: 'racing', input: 'hi', max_output_tokens: 3, background: true });
+    await waitFor(async () => (await service.client.getTask(created.body.task.id)).status === 'loading', { intervalMs: 20, what: 'loading' });
+    // After the check before the load (a 470 KB hash), long before the slowed load ends.
+    await sleep(700);
+    renameSync(other, path);
+    const ended = await waitFor(async () => {
+      const response = await service.client.getResponse(created.body.id);
+      return ['completed', 'incomplete', 'failed'].includes(response.status) ? response : null;
+    }, { timeoutMs: 30_000, what: 'the response ends' });
+    assert.equal(ended.status, 'failed');
+    assert.equal(ended.error?.code, 'model_digest_mismatch');
+    assert.match(ended.error!.message, /changed while it loaded/);
+    assert.deepEqual(ended.output, [], 'nothing was generated from what was loaded');
+    assert.equal((await service.client.getModel('racing')).status, 'ready', 'not marked: what is on disk was not hashed yet');
+    // The next use checks the file again: its digest differs now.
+    const next = await service.client.createResponse({ model: 'racing', input: 'hi', max_output_tokens: 3 });
+    assert.equal(next.body.error?.code, 'model_digest_mismatch');
+    assert.equal((await service.client.getModel('racing')).status, 'digest_mismatch');
+    const tiny = await service.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 3 });
+    assert.equal(tiny.body.status, 'incomplete', 'the service goes on');
   }));
 
   test('a file deleted since it was registered shows missing at once, and ready again when it is back unchanged', () => withService({}, async (service) => {
