@@ -61,7 +61,14 @@ function validationError(errors: AjvError[], part: string): ServiceError {
     const shown = name.length > 70 ? `${name.slice(0, 64)}...` : name;
     return invalidRequest(param, `Invalid key in '${param}': '${shown}' ${reason}.`);
   }
-  return invalidRequest(param, `Invalid value for '${param}': ${error.message ?? 'not allowed'}.`);
+  return invalidRequest(param, `Invalid value for '${param}': ${readableMessage(error)}.`);
+}
+
+/** Ajv's message, with a type union said as a person would: `must be integer,null` -> `must be an integer or null`. */
+function readableMessage(error: AjvError): string {
+  if (error.keyword !== 'type') return error.message ?? 'not allowed';
+  const types = String(error.params.type).split(',').map((type) => (type === 'null' ? 'null' : `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`));
+  return `must be ${types.length > 1 ? `${types.slice(0, -1).join(', ')} or ${types.at(-1)}` : types[0]}`;
 }
 
 function sendError(reply: FastifyReply, error: ServiceError): FastifyReply {

@@ -70,6 +70,13 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     // A key at fault is named as a key, not described as if the object were a long string.
     const longKey = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', metadata: { ['k'.repeat(65)]: 'v' } })), 400, 'invalid_request', 'metadata');
     assert.equal(longKey.error.message, `Invalid key in 'metadata': '${'k'.repeat(65)}' must NOT have more than 64 characters.`);
+    // A wrong type reads as a sentence, a union of types too (not Ajv's `must be integer,null`).
+    const seed = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', seed: 'abc' })), 400, 'invalid_request', 'seed');
+    assert.equal(seed.error.message, "Invalid value for 'seed': must be an integer or null.");
+    const stream = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', stream: 'yes' })), 400, 'invalid_request', 'stream');
+    assert.equal(stream.error.message, "Invalid value for 'stream': must be a boolean or null.");
+    const model = await expectError(await post(JSON.stringify({ model: 5, input: 'x' })), 400, 'invalid_request', 'model');
+    assert.equal(model.error.message, "Invalid value for 'model': must be a string.");
     // Unknown fields are ignored (LMSP section 2).
     const ignored = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x', frobnicate: true } });
     await expectError(ignored, 404, 'model_not_found', 'model');
