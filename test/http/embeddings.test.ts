@@ -134,7 +134,7 @@ describe('Embeddings API (LMSP section 14)', () => {
       // null is neither of the two types allowed, and the message names both.
       const nothing = await api(service, '/v1/embeddings', { method: 'POST', json: { model, input: null } });
       assert.equal(nothing.status, 400);
-      assert.match(((await nothing.json()) as { error: { message: string } }).error.message, /string,array/);
+      assert.match(((await nothing.json()) as { error: { message: string } }).error.message, /must be a string or an array\./);
       await refused(service, { model, input: '' }, 400, 'invalid_request', 'input');
       await refused(service, { model, input: [] }, 400, 'invalid_request', 'input');
       await refused(service, { model, input: ['a', ''] }, 400, 'invalid_request', 'input[1]');
