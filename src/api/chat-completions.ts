@@ -183,6 +183,8 @@ export interface CreateChatCompletionBody {
   max_tokens?: number | null;
   temperature?: number | null;
   top_p?: number | null;
+  frequency_penalty?: number | null;
+  presence_penalty?: number | null;
   seed?: number | null;
   n?: number | null;
   stop?: string | string[] | null;

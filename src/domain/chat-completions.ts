@@ -39,6 +39,9 @@ export interface ChatCompletionRequest {
   temperature: number;
   topP: number;
   seed: number;
+  /** -2 to 2; absent (as in completions stored before they were kept) is 0. */
+  frequencyPenalty?: number;
+  presencePenalty?: number;
   stop: string[];
   responseFormat: ChatResponseFormat;
   tools: ChatTool[];

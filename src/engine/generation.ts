@@ -49,15 +49,26 @@ interface Sampler {
   readonly promptTail: number;
 }
 
-function sampleOptions(sampling: Sampling, position: number) {
-  return { temperature: sampling.temperature, topP: sampling.topP, topK: 0, minP: 0, seed: positionSeed(sampling.seed, position) };
+/**
+ * The sampling of the token at `position`, given the tokens generated before it (`generated`,
+ * resumed ones included): penalties count those tokens only, never the prompt, so a resumed
+ * generation samples exactly as an uninterrupted one (LMSP 7.5).
+ */
+function sampleOptions(sampling: Sampling, position: number, generated: readonly Token[]) {
+  const options = { temperature: sampling.temperature, topP: sampling.topP, topK: 0, minP: 0, seed: positionSeed(sampling.seed, position) };
+  const frequencyPenalty = sampling.frequencyPenalty ?? 0;
+  const presencePenalty = sampling.presencePenalty ?? 0;
+  if (frequencyPenalty === 0 && presencePenalty === 0) return options;
+  // `penalty: 1` turns off llama.cpp's multiplicative repeat penalty: only OpenAI's two apply.
+  const punishTokens = generated.slice(0, position) as Token[];
+  return { ...options, repeatPenalty: { punishTokens, maxPunishTokens: punishTokens.length, penalty: 1, frequencyPenalty, presencePenalty } };
 }
 
-function plainSampler(sampling: Sampling): Sampler {
+function plainSampler(sampling: Sampling, generated: readonly Token[]): Sampler {
   return {
     promptTail: PROMPT_CHUNK,
     async step(sequence, token, position) {
-      const results = await sequence.controlledEvaluate([[token, { generateNext: { token: true, options: sampleOptions(sampling, position) } }]]);
+      const results = await sequence.controlledEvaluate([[token, { generateNext: { token: true, options: sampleOptions(sampling, position, generated) } }]]);
       return results[0]?.next?.token ?? null;
     },
   };
@@ -67,11 +78,11 @@ function plainSampler(sampling: Sampling): Sampler {
  * Sampling under a grammar goes through `evaluate`, which takes a grammar state, one token at a
  * time; the last prompt token is evaluated alone, so a replay evaluates it the same way.
  */
-function grammarSampler(sampling: Sampling, state: LlamaGrammarEvaluationState): Sampler {
+function grammarSampler(sampling: Sampling, state: LlamaGrammarEvaluationState, generated: readonly Token[]): Sampler {
   return {
     promptTail: 1,
     async step(sequence, token, position) {
-      const iterator = sequence.evaluate([token], { ...sampleOptions(sampling, position), grammarEvaluationState: state, yieldEogToken: true });
+      const iterator = sequence.evaluate([token], { ...sampleOptions(sampling, position, generated), grammarEvaluationState: state, yieldEogToken: true });
       try {
         const next = await iterator.next();
         return next.done ? null : next.value;
@@ -93,7 +104,7 @@ async function evaluatePrompt(sequence: LlamaContextSequence, prompt: readonly T
     const isLast = start + PROMPT_CHUNK >= chunked.length;
     if (isLast && sampling && sampler.promptTail !== 1) {
       const input = chunk.map((token, index) => (index === chunk.length - 1
-        ? [token, { generateNext: { token: true, options: sampleOptions(sampling, 0) } }] as const
+        ? [token, { generateNext: { token: true, options: sampleOptions(sampling, 0, []) } }] as const
         : token));
       const results = await sequence.controlledEvaluate(input as Parameters<LlamaContextSequence['controlledEvaluate']>[0]);
       next = results[chunk.length - 1]?.next?.token ?? null;
@@ -191,7 +202,9 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
     return;
   }
   const grammarState = constraint.grammar === null ? null : newGrammarState(model, await runtime.grammar(constraint.grammar));
-  const sampler = grammarState ? grammarSampler(sampling, grammarState) : plainSampler(sampling);
+  // The tokens generated so far, resumed ones first: what the penalties count.
+  const generatedTokens: Token[] = [...(message.resumeTokens as Token[])];
+  const sampler = grammarState ? grammarSampler(sampling, grammarState, generatedTokens) : plainSampler(sampling, generatedTokens);
   send({ type: 'prompt', requestId, inputTokens: prompt.tokens.length });
   const slot = await runtime.sequences.acquire(model, prompt.tokens.length + sampling.maxOutputTokens);
   const splitter = new OutputSplitter(constraint.layout, prompt.toolCallSyntax, tools.map((tool) => tool.name), message.stop ?? []);
@@ -235,6 +248,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       }
       const token: Token = next;
       generated += 1;
+      generatedTokens.push(token);
       const group = detokenizer.push(token);
       if (group) emit(shaper.push(group));
       if (shaper.stopped) {

@@ -44,6 +44,12 @@ export interface Sampling {
   topP: number;
   seed: number;
   maxOutputTokens: number;
+  /**
+   * OpenAI's penalties (-2 to 2, 0 = none): each token's logit is lowered by frequency x the
+   * times it was generated so far, and by presence once it was. Absent is 0.
+   */
+  frequencyPenalty?: number;
+  presencePenalty?: number;
 }
 
 /**

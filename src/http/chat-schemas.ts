@@ -92,6 +92,8 @@ export const createChatCompletionBody = {
     max_tokens: { type: ['integer', 'null'], minimum: 1, description: 'The older name of max_completion_tokens.' },
     temperature: { type: ['number', 'null'], minimum: 0, maximum: 2 },
     top_p: { type: ['number', 'null'], minimum: 0, maximum: 1 },
+    frequency_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2, description: 'Lowers a token by this times its count in the output so far.' },
+    presence_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2, description: 'Lowers a token by this once it is in the output.' },
     seed: { type: ['integer', 'null'], minimum: -MAX_SAFE, maximum: MAX_SAFE },
     n: { type: ['integer', 'null'], minimum: 1, description: 'Only 1.' },
     stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }, { type: 'null' }], description: 'A string or up to 4.' },

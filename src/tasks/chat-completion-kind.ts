@@ -66,7 +66,10 @@ export function generationOf(completion: StoredChatCompletion): GenerationPlan {
   const { request } = completion;
   const plan: GenerationPlan = {
     messages: completion.messages.map(toEngineMessage),
-    sampling: { temperature: request.temperature, topP: request.topP, seed: request.seed, maxOutputTokens: request.maxCompletionTokens },
+    sampling: {
+      temperature: request.temperature, topP: request.topP, seed: request.seed, maxOutputTokens: request.maxCompletionTokens,
+      frequencyPenalty: request.frequencyPenalty ?? 0, presencePenalty: request.presencePenalty ?? 0,
+    },
   };
   if (request.stop.length > 0) plan.stop = request.stop;
   if (request.responseFormat.type === 'json_object') plan.format = { type: 'json_object' };

@@ -180,6 +180,8 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
     temperature: body.temperature ?? 1,
     topP: body.top_p ?? 1,
     seed: body.seed ?? randomSeed(),
+    frequencyPenalty: body.frequency_penalty ?? 0,
+    presencePenalty: body.presence_penalty ?? 0,
     stop,
     responseFormat,
     tools,

@@ -60,37 +60,46 @@ async function streamAndKill(service: TestService, body: object, killAt: number)
 }
 
 describe('chat completions survive SIGKILL (LMSP 13, 7.5)', () => {
-  test('on_restart resume: the resumed completion equals an uninterrupted run', { timeout: 180_000 }, () =>
-    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (first) => {
-      const reference = await json<ChatCompletionObject>(await api(first, '/v1/chat/completions', { method: 'POST', json: BODY }));
-      const expected = reference.choices[0]!.message.content!;
-      assert.equal(reference.usage.completion_tokens, MAX_TOKENS);
+  // Penalties count every token generated before, the resumed ones too: the resumed run samples as
+  // the uninterrupted one does.
+  for (const [title, extra] of [['', {}], [' (with frequency and presence penalties)', { frequency_penalty: 1.5, presence_penalty: 0.5 }]] as const) {
+    test(`on_restart resume: the resumed completion equals an uninterrupted run${title}`, { timeout: 180_000 }, () =>
+      withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (first) => {
+        const body = { ...BODY, ...extra };
+        const reference = await json<ChatCompletionObject>(await api(first, '/v1/chat/completions', { method: 'POST', json: body }));
+        const expected = reference.choices[0]!.message.content!;
+        assert.equal(reference.usage.completion_tokens, MAX_TOKENS);
+        if (Object.keys(extra).length > 0) {
+          const plain = await json<ChatCompletionObject>(await api(first, '/v1/chat/completions', { method: 'POST', json: BODY }));
+          assert.notEqual(plain.choices[0]!.message.content, expected, 'the penalties change the text');
+        }
 
-      const { taskId, completionId, streamed } = await streamAndKill(first, { ...BODY, on_restart: 'resume' }, 120);
-      assert.ok(expected.startsWith(streamed), 'what was streamed before the kill is the start of the text');
-      const service = await first.restart();
-      const task = await waitFor(async () => {
-        const current = await json<TaskObject>(await api(service, `/v1/tasks/${taskId}`));
-        return current.status === 'completed' ? current : null;
-      }, { what: 'the resumed task to complete' });
-      assert.equal(task.kind, 'chat_completion');
-      assert.equal(task.attempt, 1);
+        const { taskId, completionId, streamed } = await streamAndKill(first, { ...body, on_restart: 'resume' }, 120);
+        assert.ok(expected.startsWith(streamed), 'what was streamed before the kill is the start of the text');
+        const service = await first.restart();
+        const task = await waitFor(async () => {
+          const current = await json<TaskObject>(await api(service, `/v1/tasks/${taskId}`));
+          return current.status === 'completed' ? current : null;
+        }, { what: 'the resumed task to complete' });
+        assert.equal(task.kind, 'chat_completion');
+        assert.equal(task.attempt, 1);
 
-      const stored = await json<ChatCompletionObject>(await api(service, `/v1/chat/completions/${completionId}`));
-      assert.equal(stored.choices[0]!.message.content, expected, 'the same text as an uninterrupted run');
-      assert.equal(stored.choices[0]!.finish_reason, 'length');
-      assert.equal(stored.usage.completion_tokens, MAX_TOKENS);
+        const stored = await json<ChatCompletionObject>(await api(service, `/v1/chat/completions/${completionId}`));
+        assert.equal(stored.choices[0]!.message.content, expected, 'the same text as an uninterrupted run');
+        assert.equal(stored.choices[0]!.finish_reason, 'length');
+        assert.equal(stored.usage.completion_tokens, MAX_TOKENS);
 
-      const events = await eventsOf(service, taskId);
-      events.forEach((event, index) => assert.equal(event.sequence_number, index + 1, 'gapless from 1 across the restart'));
-      const resumed = events.find((event) => event.type === 'chat.completion.resumed');
-      assert.ok(resumed, `resumed, not restarted: ${events.map((event) => event.type).filter((type) => type !== 'chat.completion.chunk').join(', ')}`);
-      assert.ok((resumed.completion_tokens as number) >= 120);
-      assert.equal(events.at(-1)!.type, 'chat.completion.completed');
-      const chunks = events.filter((event) => event.type === 'chat.completion.chunk').map((event) => event.chunk as ChatCompletionChunk);
-      assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), expected, 'the chunks add up to the text: nothing lost or repeated');
-      assert.equal((events.at(-1)!.completion as ChatCompletionObject).choices[0]!.message.content, expected);
-    }));
+        const events = await eventsOf(service, taskId);
+        events.forEach((event, index) => assert.equal(event.sequence_number, index + 1, 'gapless from 1 across the restart'));
+        const resumed = events.find((event) => event.type === 'chat.completion.resumed');
+        assert.ok(resumed, `resumed, not restarted: ${events.map((event) => event.type).filter((type) => type !== 'chat.completion.chunk').join(', ')}`);
+        assert.ok((resumed.completion_tokens as number) >= 120);
+        assert.equal(events.at(-1)!.type, 'chat.completion.completed');
+        const chunks = events.filter((event) => event.type === 'chat.completion.chunk').map((event) => event.chunk as ChatCompletionChunk);
+        assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), expected, 'the chunks add up to the text: nothing lost or repeated');
+        assert.equal((events.at(-1)!.completion as ChatCompletionObject).choices[0]!.message.content, expected);
+      }));
+  }
 
   test('on_restart retry: the task starts again as attempt 2 and ends with the same text', { timeout: 180_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (first) => {

@@ -106,6 +106,22 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.equal(first.choices[0]!.message.content, second.choices[0]!.message.content);
   }));
 
+  test('frequency_penalty and presence_penalty change the sampling as OpenAI defines them, repeatably', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const text = async (extra: object) =>
+      (await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 60, temperature: 0, ...extra }))).choices[0]!.message.content!;
+    const distinct = (value: string) => new Set(value).size;
+    // Greedy lmsp-tiny falls into a loop; a frequency penalty pushes it out, a negative one keeps it there.
+    const greedy = await text({});
+    const penalized = await text({ frequency_penalty: 2 });
+    assert.notEqual(penalized, greedy);
+    assert.ok(distinct(penalized) > distinct(greedy), `more distinct characters with the penalty: ${JSON.stringify(penalized)} against ${JSON.stringify(greedy)}`);
+    assert.equal(await text({ frequency_penalty: 2 }), penalized, 'the same request, the same text');
+    const presence = await text({ presence_penalty: 2 });
+    assert.notEqual(presence, greedy);
+    assert.ok(distinct(await text({ frequency_penalty: -2 })) <= distinct(greedy), 'a negative penalty favours what was said');
+    assert.equal(await text({ frequency_penalty: 0, presence_penalty: 0 }), greedy, '0 is no penalty');
+  }));
+
   test('stop: the content ends before the earliest stop sequence, which is not sent; finish_reason stop', { timeout: 60_000 }, () => withService({}, async (service) => {
     const free = (await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 40, seed: 9, temperature: 0 }))).choices[0]!.message.content!;
     const stop = free.slice(10, 13);
@@ -129,6 +145,9 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ stop: 5 }, 400, 'invalid_request', 'stop'],
       [{ temperature: 2.5 }, 400, 'invalid_request', 'temperature'],
       [{ top_p: -0.1 }, 400, 'invalid_request', 'top_p'],
+      [{ frequency_penalty: 2.5 }, 400, 'invalid_request', 'frequency_penalty'],
+      [{ frequency_penalty: 'high' }, 400, 'invalid_request', 'frequency_penalty'],
+      [{ presence_penalty: -2.1 }, 400, 'invalid_request', 'presence_penalty'],
       [{ seed: 'x' }, 400, 'invalid_request', 'seed'],
       [{ max_completion_tokens: 0 }, 400, 'invalid_request', 'max_completion_tokens'],
       [{ max_tokens: 1.5 }, 400, 'invalid_request', 'max_tokens'],
