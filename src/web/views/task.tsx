@@ -97,7 +97,14 @@ export function TaskView({ taskId }: { taskId: string }) {
   // The log follows new events while it is scrolled to its end, and stays put while someone reads back.
   useEffect(() => {
     const element = log.current;
-    if (!element || !logAtEnd.current) return;
+    if (!element) return;
+    // A reader who scrolled back since the page last followed, whose scroll event has not come
+    // yet (it comes a frame later): where the log is now says so, and the page stays put.
+    if (followedTo.current !== null && element.scrollTop < followedTo.current - 1) {
+      followedTo.current = null;
+      logAtEnd.current = false;
+    }
+    if (!logAtEnd.current) return;
     element.scrollTop = element.scrollHeight;
     followedTo.current = element.scrollTop;
   }, [live.eventCount]);
