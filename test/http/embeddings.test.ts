@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
@@ -200,6 +200,25 @@ describe('Embeddings API (LMSP section 14)', () => {
       assert.equal(response.status, 500, text);
       assert.match((JSON.parse(text) as ErrorBody).error.message, /^model_digest_mismatch: /);
       assert.equal(response.headers.get('x-should-retry'), 'false', 'a retry cannot fix a changed file');
+    }));
+
+  test('a model file swapped while an embedding loads it is not used: 500 model_digest_mismatch, nothing computed from it', { timeout: 60_000 }, () =>
+    withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2500' } }, async (service) => {
+      const path = join(service.dataDir, 'models', 'racing.gguf');
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), path);
+      const registered = await api(service, '/v1/models', { method: 'POST', json: { path: 'racing.gguf', id: 'racing' } });
+      assert.equal(registered.status, 201, await registered.text());
+      const other = join(service.dataDir, 'models', 'other.tmp');
+      writeGgufFile(other, buildSyntheticModel({ ...LMSP_TINY, seed: 3 }));
+      const pending = api(service, '/v1/embeddings', { method: 'POST', json: { model: 'racing', input: 'a' } });
+      // After the check before the load (a 470 KB hash), long before the slowed load ends.
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      renameSync(other, path);
+      const response = await pending;
+      const text = await response.text();
+      assert.equal(response.status, 500, text);
+      assert.match((JSON.parse(text) as ErrorBody).error.message, /^model_digest_mismatch: .*changed while it loaded/);
+      assert.equal(response.headers.get('x-should-retry'), 'false');
     }));
 
   test('Idempotency-Key: the same request answers the same body as a replay; another body, or another file under the model id, gets 422; a bad key 400', { timeout: 90_000 }, () =>
