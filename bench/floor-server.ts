@@ -22,6 +22,9 @@ import { nowSeconds } from '../src/time.js';
 const store = Store.open(mkdtempSync(join(tmpdir(), 'lmsp-bench-floor-')));
 const machine = newTaskMachine(store);
 const clientId = newId('cli');
+// A live client, as lmsp's creates check inside their transaction (LMSP 4: a revoke stops a token at once).
+store.clients.insert({ id: clientId, name: 'floor', scopes: ['responses'], kind: 'paired', createdAt: nowSeconds(), lastUsedAt: null, revokedAt: null },
+  Buffer.alloc(32));
 
 const app = Fastify({ bodyLimit: 1024 * 1024 });
 app.post('/v1/responses', async (request, reply) => {
@@ -41,7 +44,7 @@ app.post('/v1/responses', async (request, reply) => {
       return { record: { kind: 'response', response }, task: created, events, cap: null, key: null, recording: null };
     },
   });
-  if (!('task' in outcome)) throw new Error('a create without a key or a cap is always written');
+  if (!('task' in outcome)) throw new Error('a create of a live client without a key or a cap is always written');
   return reply.code(202).header('location', `/v1/responses/${response.id}`).send(toResponseObject(response, outcome.task, ''));
 });
 const url = await app.listen({ host: '127.0.0.1', port: 0 });

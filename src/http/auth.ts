@@ -70,6 +70,16 @@ export function registerAuth(app: FastifyInstance, context: AppContext): void {
       store.db.write(() => store.clients.touch(client.id, now)).catch(() => undefined);
     }
   });
+  // LMSP 4: a revoke stops a token at once, a request already under way included. The token is
+  // checked when the headers arrive (so a refused request is not read any further), and again
+  // once its body has been read, before the handler acts: a body sent slowly cannot outlive a
+  // revoke. Creates and keyed effects check once more inside their own transaction.
+  app.addHook('preHandler', async (request) => {
+    if (!request.client || request.method === 'GET' || request.method === 'HEAD') return;
+    const client = clientOfToken(request);
+    if (!client) throw new ServiceError('invalid_token');
+    request.client = client;
+  });
 }
 
 /** The authenticated client of a route that required one. */

@@ -37,6 +37,7 @@ export class ClientTable {
   private readonly touchStatement;
   private readonly operatorStatement;
   private readonly replaceTokenStatement;
+  private readonly liveStatement;
   /** Every request looks its token up: cached, dropped on any change (read-cache.ts). */
   private readonly byToken: ReadCache<string, Client>;
 
@@ -55,6 +56,7 @@ export class ClientTable {
       SELECT * FROM clients WHERE ? IS NULL OR (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`);
     this.revokeStatement = db.prepare('UPDATE clients SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
     this.touchStatement = db.prepare('UPDATE clients SET last_used_at = ? WHERE id = ?');
+    this.liveStatement = db.prepare<[string], { live: number }>('SELECT revoked_at IS NULL AS live FROM clients WHERE id = ?');
     this.operatorStatement = db.prepare<[], DbClient>(
       "SELECT * FROM clients WHERE kind = 'operator' AND revoked_at IS NULL ORDER BY created_at DESC LIMIT 1");
     this.replaceTokenStatement = db.prepare('UPDATE clients SET token_hash = ? WHERE id = ?');
@@ -88,6 +90,14 @@ export class ClientTable {
     const at = query.after?.createdAt ?? null;
     const rows = statement.all(at, at, query.after?.id ?? null, query.limit + 1);
     return { clients: rows.slice(0, query.limit).map(toClient), hasMore: rows.length > query.limit };
+  }
+
+  /**
+   * Whether the client exists and is not revoked, read from the table itself (not the token
+   * cache): inside a transaction, the answer holds until its commit.
+   */
+  isLive(id: string): boolean {
+    return this.liveStatement.get(id)?.live === 1;
   }
 
   revoke(id: string, at: number): boolean {

@@ -1,4 +1,5 @@
 /** The store: the only code that touches SQLite. One instance per open database. */
+import { ServiceError } from '../domain/errors.js';
 import { Database, type OpenOptions, type WriteContext } from './db.js';
 import { ChatCompletionTable } from './chat-completions.js';
 import { ClientTable } from './clients.js';
@@ -61,10 +62,20 @@ export class Store {
    * preparation, then one transaction holding the re-check, the effect and the recorded answer.
    */
   idempotent<P, R>(key: IdempotencyKey | null, steps: {
+    /** The client on whose behalf the effect is made: refused (401) if it was revoked meanwhile (LMSP 4). */
+    actor?: string | null;
     prepare: () => P | Promise<P>;
     effect: (context: WriteContext, prepared: P) => { result: R; record: Recording };
   }): Promise<IdempotentOutcome<R>> {
-    return runIdempotent(this.db, this.idempotency, key, steps);
+    const { actor } = steps;
+    if (!actor) return runIdempotent(this.db, this.idempotency, key, steps);
+    return runIdempotent(this.db, this.idempotency, key, {
+      prepare: steps.prepare,
+      effect: (context, prepared) => {
+        if (!this.clients.isLive(actor)) throw new ServiceError('invalid_token');
+        return steps.effect(context, prepared);
+      },
+    });
   }
 
   /**
@@ -75,7 +86,7 @@ export class Store {
   async createTask<P>(key: IdempotencyKey | null, steps: {
     prepare: () => P | Promise<P>;
     command: (prepared: P) => TaskCreate;
-  }): Promise<{ replay: StoredAnswer } | { refused: { unfinished: number } } | { prepared: P; task: Task }> {
+  }): Promise<{ replay: StoredAnswer } | { refused: { unfinished: number } } | { revoked: true } | { prepared: P; task: Task }> {
     if (key) {
       const early = this.idempotency.find(key);
       if (early) return { replay: early };

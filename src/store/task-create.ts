@@ -10,6 +10,7 @@ import type { StoredResponse } from '../domain/responses.js';
 import type { Task } from '../domain/tasks.js';
 import type { EventTable } from './events.js';
 import type { ChatCompletionTable } from './chat-completions.js';
+import type { ClientTable } from './clients.js';
 import type { IdempotencyKey, IdempotencyTable, Recording, StoredAnswer } from './idempotency.js';
 import type { ResponseTable } from './responses.js';
 import type { TaskTable } from './tasks.js';
@@ -40,9 +41,12 @@ export type TaskCreateOutcome =
   /** The key was used before by this same request: its stored answer. */
   | { replay: StoredAnswer }
   /** Over the client's cap: nothing was written. */
-  | { refused: { unfinished: number } };
+  | { refused: { unfinished: number } }
+  /** The client was revoked after its request was authenticated: nothing was written. */
+  | { revoked: true };
 
 export interface TaskCreateTables {
+  clients: ClientTable;
   responses: ResponseTable;
   chatCompletions: ChatCompletionTable;
   tasks: TaskTable;
@@ -52,8 +56,9 @@ export interface TaskCreateTables {
 
 /**
  * Runs a create inside the caller's transaction: the key looked up again (two requests may
- * race past the early look-up), the cap checked (concurrent creates cannot all slip under it),
- * then the record, the task, its events and the key. A key in flight or reused with another
+ * race past the early look-up), the client checked to be still live (LMSP 4: a revoke stops the
+ * token at once, a request already past authentication included), the cap checked (concurrent
+ * creates cannot all slip under it), then the record, the task, its events and the key. A key in flight or reused with another
  * request throws its ServiceError, as `IdempotencyTable.find` does.
  */
 export function applyTaskCreate(tables: TaskCreateTables, command: TaskCreate): TaskCreateOutcome {
@@ -61,6 +66,7 @@ export function applyTaskCreate(tables: TaskCreateTables, command: TaskCreate): 
     const prior = tables.idempotency.find(command.key);
     if (prior) return { replay: prior };
   }
+  if (!tables.clients.isLive(command.task.clientId)) return { revoked: true };
   if (command.cap) {
     const unfinished = tables.tasks.countUnfinishedForClient(command.cap.clientId);
     if (unfinished >= command.cap.maxUnfinished) return { refused: { unfinished } };

@@ -27,6 +27,7 @@ export function cancelStatus(outcome: CancelOutcome): number {
 export async function cancelTask(core: Pick<TaskCore, 'store' | 'machine'>, client: Client, key: IdempotencyKey | null,
   find: (client: Client) => Task, view: (task: Task) => unknown): Promise<StoredAnswer & { replayed: boolean }> {
   const outcome = await core.store.idempotent(key, {
+    actor: client.id,
     prepare: () => undefined,
     effect: (context) => {
       const task = find(client);

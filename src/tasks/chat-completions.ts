@@ -42,6 +42,7 @@ export async function createChatCompletion(core: TaskCore, client: Client, body:
     },
   });
   if ('refused' in outcome) throw tooManyTasks(outcome.refused.unfinished, limits);
+  if ('revoked' in outcome) throw new ServiceError('invalid_token');
   return 'replay' in outcome ? outcome : { completion: outcome.prepared.completion, task: outcome.task };
 }
 
@@ -180,6 +181,7 @@ export function chatCompletionMessages(core: Pick<TaskCore, 'store'>, client: Cl
 export async function updateChatCompletion(core: Pick<TaskCore, 'store' | 'machine'>, client: Client, completionId: string,
   metadata: Record<string, string> | null, key: IdempotencyKey | null): Promise<{ answer: StoredAnswer; replayed: boolean }> {
   const outcome = await core.store.idempotent(key, {
+    actor: client.id,
     prepare: () => undefined,
     effect: () => {
       const task = visibleTaskOfCompletion(core, client, completionId);

@@ -37,8 +37,9 @@ export function getModel(deps: ModelDeps, id: string, includePath: boolean): Mod
 
 /** Validates and hashes the file first, then records the model and the key's answer in one transaction. */
 export async function registerModel(deps: ModelDeps, input: { path: string; id?: string | undefined }, options: InspectOptions,
-  key: IdempotencyKey | null): Promise<ModelOutcome> {
+  key: IdempotencyKey | null, actor: string | null = null): Promise<ModelOutcome> {
   const outcome = await deps.store.idempotent(key, {
+    actor,
     prepare: () => deps.registry.inspect(input, options),
     effect: (_context, model) => {
       assertNotBeingPulled(deps, model.id);
@@ -51,8 +52,10 @@ export async function registerModel(deps: ModelDeps, input: { path: string; id?:
 }
 
 /** Re-hashes the file, then records what it is now with the key's answer in one transaction. */
-export async function verifyModel(deps: ModelDeps, id: string, key: IdempotencyKey | null, onProgress?: HashProgress): Promise<ModelOutcome> {
+export async function verifyModel(deps: ModelDeps, id: string, key: IdempotencyKey | null, onProgress?: HashProgress,
+  actor: string | null = null): Promise<ModelOutcome> {
   const outcome = await deps.store.idempotent(key, {
+    actor,
     prepare: () => deps.registry.measure(id, onProgress),
     effect: (_context, measured) => {
       const view = modelView(deps, deps.registry.recordVerification(measured), true);

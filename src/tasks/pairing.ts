@@ -19,8 +19,9 @@ export interface PairingCodeRequest {
 
 /** Makes a single-use pairing code (only its hash is stored) with the key's answer, in one transaction. */
 export async function issuePairingCode(deps: PairingDeps, request: PairingCodeRequest,
-  key: IdempotencyKey | null): Promise<{ replay: StoredAnswer } | { code: PairingCodeObject }> {
+  key: IdempotencyKey | null, actor: string | null = null): Promise<{ replay: StoredAnswer } | { code: PairingCodeObject }> {
   const outcome = await deps.store.idempotent(key, {
+    actor,
     prepare: () => undefined,
     effect: () => {
       const issued = createPairingCode(deps.store, deps.pairingKey, request);

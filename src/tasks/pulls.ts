@@ -95,6 +95,7 @@ function newPullTask(client: Client, modelId: string, onRestart: RestartPolicy):
 export async function createPull(deps: PullDeps, client: Client, body: CreatePullBody, settings: PullSettings,
   key: IdempotencyKey | null, limits: TaskLimits): Promise<CreatePullOutcome> {
   const outcome = await deps.store.idempotent(key, {
+    actor: client.id,
     prepare: () => preparePull(deps, body, settings),
     effect: (context, prepared) => {
       assertIdFree(deps, prepared.id); // again: another request may have taken it meanwhile

@@ -53,6 +53,7 @@ export async function createResponse(core: TaskCore, client: Client, body: Creat
     },
   });
   if ('refused' in outcome) throw tooManyTasks(outcome.refused.unfinished, limits);
+  if ('revoked' in outcome) throw new ServiceError('invalid_token');
   return 'replay' in outcome ? outcome : { response: outcome.prepared.response, task: outcome.task };
 }
 

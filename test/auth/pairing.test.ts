@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import BetterSqlite3 from 'better-sqlite3';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { LmspClient } from '../../src/api/client.js';
 import type { ClientObject, ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
+import { exchange, openSocket } from '../helpers/raw-http.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
@@ -191,6 +193,41 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     const notAdmin = await as(service, paired[0]!.token)('/v1/clients');
     assert.equal(notAdmin.status, 403);
     assert.equal((await errorOf(notAdmin)).code, 'insufficient_scope');
+  }));
+
+  test('a request whose body is still arriving when its client is revoked does nothing: no pairing code, no task', { timeout: 60_000 }, () => withService({}, async (service) => {
+    // The token was good when the headers arrived; the revoke lands before the body is complete.
+    const admin = await pairClient(service, ['admin', 'responses'], 'slow');
+    const host = new URL(service.url).host;
+    const started = async (path: string, body: string) => {
+      const socket = await openSocket(service.url);
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${admin.token}\r\n`
+        + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, 5)}`);
+      return { socket, rest: body.slice(5) };
+    };
+    const codeRequest = await started('/v1/pairing-codes', JSON.stringify({ scopes: ['admin'], name: 'escalated' }));
+    const taskRequest = await started('/v1/responses', JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2, background: true }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const pairingCodes = () => {
+      const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'), { readonly: true });
+      try {
+        return (db.prepare('SELECT count(*) AS n FROM pairing_codes').get() as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    };
+    const codesBefore = pairingCodes();
+    const tasksBefore = (await service.client.listTasks({ limit: 100 })).data.length;
+    assert.equal((await api(service, `/v1/clients/${admin.id}`, { method: 'DELETE' })).status, 200);
+    for (const { socket, rest } of [codeRequest, taskRequest]) {
+      const answer = await exchange(socket, rest);
+      socket.destroy();
+      assert.equal(answer.status, 401, answer.body);
+      assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, 'invalid_token');
+      assert.equal(answer.headers['www-authenticate'], 'Bearer');
+    }
+    assert.equal((await service.client.listTasks({ limit: 100 })).data.length, tasksBefore, 'no task was created');
+    assert.equal(pairingCodes(), codesBefore, 'no pairing code was made');
   }));
 
   test('DELETE /v1/clients/me: any client ends its own token, no admin needed; other clients go on', { timeout: 60_000 }, () => withService({}, async (service) => {

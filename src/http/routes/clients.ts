@@ -51,7 +51,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
       name: body.name ?? null,
       ...(body.scopes ? { scopes: body.scopes } : {}),
       ...(body.ttl_seconds ? { ttlMs: body.ttl_seconds * 1000 } : {}),
-    }, clientKeyOf(request, context, { sealWithToken: true }));
+    }, clientKeyOf(request, context, { sealWithToken: true }), clientOf(request).id);
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
     return reply.code(201).send(outcome.code);
   });

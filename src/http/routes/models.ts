@@ -24,7 +24,8 @@ export function registerModelRoutes(app: FastifyInstance, context: AppContext): 
   app.post('/v1/models', { config: { access: 'models:write' }, schema: { body: registerModelBody } }, async (request, reply) => {
     const body = request.body as { path: string; id?: string | null };
     const path = isAbsolute(body.path) ? body.path : resolve(core.registry.modelsDir, body.path);
-    const outcome = await registerModel(core, { path, id: body.id ?? undefined }, { restrictToModelsDir: true }, clientKeyOf(request, context));
+    const outcome = await registerModel(core, { path, id: body.id ?? undefined }, { restrictToModelsDir: true }, clientKeyOf(request, context),
+      clientOf(request).id);
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
     return reply.code(201).send(outcome.model);
   });
@@ -36,7 +37,7 @@ export function registerModelRoutes(app: FastifyInstance, context: AppContext): 
 
   app.post('/v1/models/:id/verify', { config: { access: 'models:write' }, schema: { params: idParams } }, async (request, reply) => {
     const { id } = request.params as { id: string };
-    const outcome = await verifyModel(core, id, clientKeyOf(request, context));
+    const outcome = await verifyModel(core, id, clientKeyOf(request, context), undefined, clientOf(request).id);
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
     return reply.code(200).send(outcome.model);
   });
