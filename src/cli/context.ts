@@ -84,7 +84,7 @@ export function printJson(value: unknown): void {
 
 /** Opens the data directory's database directly (commands that work with the service stopped). */
 export function openStore(options: CommonOptions, create = false): Store {
-  return Store.open(dataDirOf(options), { create, check: false });
+  return Store.open(dataDirOf(options), { create });
 }
 
 export type StoredSettings = Partial<Record<OptionDefinition['key'], string>>;

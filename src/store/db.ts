@@ -93,19 +93,60 @@ export interface OpenOptions {
 }
 
 function assertIsSqliteFile(path: string): void {
-  const size = statSync(path).size;
-  if (size === 0) return; // an empty file is a new database to SQLite
   const header = Buffer.alloc(16);
-  const fd = openSync(path, 'r');
+  let size: number;
   try {
-    readSync(fd, header, 0, 16, 0);
-  } finally {
-    closeSync(fd);
+    const stat = statSync(path);
+    if (!stat.isFile()) {
+      throw new DatabaseOpenError(
+        `${path} is not a file. lmsp will not touch it: move it away or point --data-dir elsewhere.`, EXIT_DATABASE_NOT_USABLE);
+    }
+    size = stat.size;
+    if (size === 0) return; // an empty file is a new database to SQLite
+    const fd = openSync(path, 'r');
+    try {
+      readSync(fd, header, 0, 16, 0);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (error) {
+    if (error instanceof DatabaseOpenError) throw error;
+    throw new DatabaseOpenError(`cannot read ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
   }
   if (size < 100 || header.toString('latin1') !== SQLITE_HEADER) {
     throw new DatabaseOpenError(
       `${path} is not an SQLite database (its header is wrong). lmsp will not touch it: move it away or point --data-dir elsewhere.`,
       EXIT_DATABASE_NOT_USABLE,
+    );
+  }
+}
+
+function hasMigrationsTable(sqlite: Sqlite): boolean {
+  return sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() !== undefined;
+}
+
+function schemaVersionOf(sqlite: Sqlite): number {
+  return (sqlite.prepare('SELECT max(version) AS version FROM schema_migrations').get() as { version: number | null }).version ?? 0;
+}
+
+/**
+ * Refuses, by reading only, a database that is not lmsp's (tables but no migrations table) or
+ * that a newer lmsp wrote; an empty one is a new database.
+ */
+function assertLmspSchema(sqlite: Sqlite, path: string): void {
+  if (!hasMigrationsTable(sqlite)) {
+    const tables = sqlite.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
+    if (tables.n > 0) {
+      throw new DatabaseOpenError(`${path} is an SQLite database but not one of lmsp's; lmsp will not modify it.`, EXIT_DATABASE_NOT_USABLE);
+    }
+    return;
+  }
+  const current = schemaVersionOf(sqlite);
+  const latest = loadMigrations().at(-1)?.version ?? 0;
+  if (current > latest) {
+    throw new DatabaseOpenError(
+      `${path} has schema version ${current}, written by a newer lmsp (this one knows up to ${latest}). Upgrade lmsp; the database was not changed.`,
+      EXIT_DATABASE_TOO_NEW,
     );
   }
 }
@@ -156,11 +197,6 @@ export class Database {
     } else {
       assertIsSqliteFile(path);
     }
-    try {
-      chmodSync(path, 0o600);
-    } catch {
-      // not our file to change; opening will tell whether we can use it
-    }
     let sqlite: Sqlite;
     try {
       sqlite = new BetterSqlite3(path, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
@@ -168,16 +204,24 @@ export class Database {
       throw new DatabaseOpenError(`cannot open ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
     }
     try {
-      sqlite.pragma('journal_mode = WAL');
-      // better-sqlite3 leaves WAL at NORMAL, which can lose the last commits on power loss.
-      sqlite.pragma('synchronous = FULL');
+      // Read before anything is written (the journal mode and the file mode included): a file
+      // that is corrupt, another program's database or a newer lmsp's stays exactly as it was.
       sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      sqlite.pragma('foreign_keys = OFF');
-      sqlite.pragma('journal_size_limit = 67108864');
       if (check) {
         const result = sqlite.pragma('quick_check', { simple: true });
         if (result !== 'ok') throw Object.assign(new Error(`quick_check: ${String(result)}`), { code: 'SQLITE_CORRUPT' });
       }
+      assertLmspSchema(sqlite, path);
+      try {
+        chmodSync(path, 0o600);
+      } catch {
+        // not our file to change; writing to it will tell whether we can use it
+      }
+      sqlite.pragma('journal_mode = WAL');
+      // better-sqlite3 leaves WAL at NORMAL, which can lose the last commits on power loss.
+      sqlite.pragma('synchronous = FULL');
+      sqlite.pragma('foreign_keys = OFF');
+      sqlite.pragma('journal_size_limit = 67108864');
       // Migration 0009 re-encodes the token ids of existing delta events.
       sqlite.function('lmsp_tokens_from_fixed_width', { deterministic: true },
         (blob: unknown) => (blob instanceof Uint8Array ? packedFromFixedWidth(blob) : null));
@@ -200,25 +244,10 @@ export class Database {
   /** Applies the migrations this database lacks, each recorded in the same transaction. */
   private migrate(): void {
     const migrations = loadMigrations();
-    const latest = migrations.at(-1)?.version ?? 0;
-    const hasTable = this.sqlite
-      .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
-      .get();
-    if (!hasTable) {
-      const tables = this.sqlite.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
-      if (tables.n > 0) {
-        throw new DatabaseOpenError(`${this.path} is an SQLite database but not one of lmsp's; lmsp will not modify it.`, EXIT_DATABASE_NOT_USABLE);
-      }
+    if (!hasMigrationsTable(this.sqlite)) {
       this.sqlite.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
     }
-    const applied = this.sqlite.prepare('SELECT max(version) AS version FROM schema_migrations').get() as { version: number | null };
-    const current = applied.version ?? 0;
-    if (current > latest) {
-      throw new DatabaseOpenError(
-        `${this.path} has schema version ${current}, written by a newer lmsp (this one knows up to ${latest}). Upgrade lmsp; the database was not changed.`,
-        EXIT_DATABASE_TOO_NEW,
-      );
-    }
+    const current = schemaVersionOf(this.sqlite);
     const record = this.sqlite.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
     for (const migration of migrations.filter((m) => m.version > current)) {
       this.transaction(() => {

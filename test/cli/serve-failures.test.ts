@@ -5,11 +5,13 @@
  * creates nothing on disk.
  */
 import assert from 'node:assert/strict';
-import { existsSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { Database } from '../../src/store/db.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { withService } from '../helpers/service.js';
@@ -61,6 +63,42 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
         assert.match(result.stderr, /^lmsp: cannot use the data directory .*ENOTDIR.*choose another with --data-dir/m, args.join(' '));
         assert.equal(failureOf(result).code, 'database_unavailable', args.join(' '));
         assertNoStackTrace(result);
+      }
+    }));
+
+  test('a database that is corrupt, not lmsp\'s, or a folder: every command exits 65 and the file stays as it was', { timeout: 180_000 }, () =>
+    withDataDir(async (parent) => {
+      const commands = [['serve', '--port', '0'], ['pair'], ['gc', '--dry-run'], ['gc'], ['models', 'ls'], ['clients', 'ls'], ['config', 'ls']];
+      const corrupt = join(parent, 'corrupt');
+      const made = Database.open(corrupt);
+      made.sqlite.exec('CREATE TABLE filler (x TEXT)');
+      const insert = made.sqlite.prepare('INSERT INTO filler VALUES (?)');
+      for (let i = 0; i < 2000; i++) insert.run('x'.repeat(200));
+      made.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+      made.sqlite.close();
+      const corruptFile = join(corrupt, 'lmsp.db');
+      const fd = openSync(corruptFile, 'r+');
+      for (let offset = 8192; offset < statSync(corruptFile).size; offset += 4096 * 7) writeSync(fd, Buffer.alloc(512, 0xa5), 0, 512, offset + 100);
+      closeSync(fd);
+      const foreign = join(parent, 'foreign');
+      mkdirSync(foreign);
+      const other = new BetterSqlite3(join(foreign, 'lmsp.db'));
+      other.exec('CREATE TABLE accounts (id INTEGER)');
+      other.close();
+      const folder = join(parent, 'folder');
+      mkdirSync(join(folder, 'lmsp.db'), { recursive: true });
+      for (const [dataDir, why] of [[corrupt, /is corrupt/], [foreign, /not one of lmsp's/], [folder, /is not a file/]] as const) {
+        const file = join(dataDir, 'lmsp.db');
+        const before = statSync(file).isFile() ? readFileSync(file) : null;
+        for (const args of commands) {
+          const result = await runCli([...args, '--json', '--data-dir', dataDir]);
+          const what = `${args.join(' ')} on ${dataDir}`;
+          assert.equal(result.code, 65, `${what}: ${result.stderr}`);
+          assert.match(result.stderr, why, what);
+          assert.equal(failureOf(result).code, 'database_not_usable', what);
+          assertNoStackTrace(result);
+          if (before) assert.deepEqual(readFileSync(file), before, `${what} left the file as it was`);
+        }
       }
     }));
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { statSync, writeFileSync, readFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
@@ -105,11 +105,34 @@ describe('database (LMSP 11.1, project decisions)', () => {
       error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_TOO_NEW && /newer lmsp/.test(error.message));
   }));
 
-  test('refuses an SQLite database that belongs to something else', () => withDataDir((dir) => {
-    const other = new BetterSqlite3(join(dir, 'lmsp.db'));
+  test("refuses an SQLite database that belongs to something else, and leaves its bytes, journal mode and file mode as they were", () => withDataDir((dir) => {
+    const path = join(dir, 'lmsp.db');
+    const other = new BetterSqlite3(path);
     other.exec('CREATE TABLE accounts (id INTEGER)');
     other.close();
-    assert.throws(() => Database.open(dir), /not one of lmsp's/);
+    chmodSync(path, 0o644);
+    const before = readFileSync(path);
+    assert.throws(() => Database.open(dir), (error: unknown) =>
+      error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_NOT_USABLE && /not one of lmsp's/.test(error.message));
+    assert.deepEqual(readFileSync(path), before, 'not switched to WAL, not touched at all');
+    assert.equal(statSync(path).mode & 0o777, 0o644);
+  }));
+
+  test('a database from a newer schema is not switched or changed either', () => withDataDir((dir) => {
+    const db = Database.open(dir);
+    db.sqlite.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, ?, 0)').run('9999_future');
+    db.sqlite.pragma('journal_mode = DELETE');
+    db.sqlite.close();
+    const path = join(dir, 'lmsp.db');
+    const before = readFileSync(path);
+    assert.throws(() => Database.open(dir), (error: unknown) => error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_TOO_NEW);
+    assert.deepEqual(readFileSync(path), before);
+  }));
+
+  test('a database path that is a folder gets a clear error, not a crash', () => withDataDir((dir) => {
+    mkdirSync(join(dir, 'lmsp.db'));
+    assert.throws(() => Database.open(dir), (error: unknown) =>
+      error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_NOT_USABLE && /is not a file/.test(error.message));
   }));
 
   test('group commit: concurrent writes share a transaction and each resolves after commit', () => withDataDir(async (dir) => {
