@@ -28,6 +28,9 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
     { type: 'object', properties: { kind: { const: 'point' }, x: { type: 'integer' } }, required: ['kind', 'x'] },
     { type: 'object', properties: { kind: { const: 'label' }, text: short }, required: ['kind', 'text'] },
   ] } }],
+  // Names every JavaScript object inherits are properties like any other: written when required.
+  ['required names that Object.prototype has', { type: 'object', required: ['constructor', 'toString', '__proto__'], additionalProperties: { type: 'integer', minimum: 0, maximum: 9 } }],
+  ['allOf requiring an inherited name', { allOf: [{ type: 'object', properties: { a: short }, required: ['a', 'hasOwnProperty'] }, { required: ['valueOf'] }] }],
   ['allOf', { allOf: [{ type: 'object', properties: { a: short }, required: ['a'] }, { properties: { b: { type: 'integer' } }, required: ['b'] }] }],
   ['$ref, $defs (recursive)', { $defs: { list: { type: 'object', properties: { v: { type: 'integer', minimum: 0, maximum: 9 }, next: { anyOf: [{ $ref: '#/$defs/list' }, { type: 'null' }] } }, required: ['v', 'next'] } }, $ref: '#/$defs/list' }],
   ['minimum, maximum, exclusiveMinimum, exclusiveMaximum', { type: 'object', properties: {

@@ -135,7 +135,8 @@ class SchemaScope {
     const path = ref.slice(2);
     for (const raw of path === '' ? [] : path.split('/')) {
       const segment = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
-      node = isSchemaObject(node) || Array.isArray(node) ? (node as Record<string, unknown>)[segment] : undefined;
+      // Own members only: `#/constructor` or `#/__proto__` names nothing in a schema.
+      node = (isSchemaObject(node) || Array.isArray(node)) && Object.hasOwn(node, segment) ? (node as Record<string, unknown>)[segment] : undefined;
       if (node === undefined) unsupported('$ref', pointer, `${ref} does not exist in the schema`);
     }
     return node;
@@ -158,8 +159,8 @@ class SchemaScope {
         && (part.additionalProperties === undefined || part.additionalProperties === true);
       if (!mergeable) unsupported('allOf', pointer, 'allOf is supported for one schema, or for object schemas that do not forbid extra properties');
       for (const [key, value] of Object.entries(isSchemaObject(part.properties) ? part.properties : {})) {
-        if (key in properties) unsupported('allOf', pointer, `allOf parts both declare property ${JSON.stringify(key)}`);
-        properties[key] = value;
+        if (Object.hasOwn(properties, key)) unsupported('allOf', pointer, `allOf parts both declare property ${JSON.stringify(key)}`);
+        Object.defineProperty(properties, key, { value, enumerable: true, writable: true, configurable: true });
       }
       for (const key of Array.isArray(part.required) ? part.required : []) required.add(String(key));
     }
@@ -318,7 +319,7 @@ class SchemaScope {
       entries.push({ key, expression: this.visit(subschema, `${pointer}/properties${pointerSegment(key)}`, new Set(), depth + 1), required: required.includes(key) });
     }
     for (const key of new Set(required as string[])) {
-      if (key in properties) continue;
+      if (Object.hasOwn(properties, key)) continue; // a property named `constructor` is not declared by Object.prototype
       if (additional === false) unsupported('required', pointer, `required property ${JSON.stringify(key)} is not allowed by additionalProperties: false`);
       const subschema = isSchemaObject(additional) ? additional : true;
       entries.push({ key, expression: this.visit(subschema, `${pointer}/additionalProperties`, new Set(), depth + 1), required: true });
