@@ -68,6 +68,22 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     const code = await service.client.createPairingCode();
     const right = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: code.code, client_name: 'x' }) });
     assert.equal(right.status, 429);
+    // Whatever it sends: a body that is not JSON, or not sent as JSON, is not read at all.
+    for (const [type, body] of [['application/json', '{"code": '], ['text/plain', 'AAAA-AAAA']]) {
+      const other = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': type! }, body });
+      assert.equal(other.status, 429, type);
+      assert.equal((await errorOf(other)).code, 'rate_limited');
+    }
+  }));
+
+  test('bodies that are not JSON are failed attempts too', { timeout: 60_000 }, () => withService({}, async (service) => {
+    for (let i = 0; i < 5; i++) {
+      const broken = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
+      assert.equal(broken.status, 400);
+      assert.equal((await errorOf(broken)).code, 'invalid_json');
+    }
+    const attempt = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'AAAA-AAAA', client_name: 'x' }) });
+    assert.equal(attempt.status, 429);
   }));
 
   test('scopes: each route refuses a token without its scope with 403 insufficient_scope naming it', { timeout: 60_000 }, () => withService({}, async (service) => {

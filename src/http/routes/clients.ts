@@ -56,8 +56,9 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     return reply.code(201).send(outcome.code);
   });
 
-  // LMSP 4: an attempt counts before anything is awaited, and before its body is validated (a
-  // malformed code is a failed attempt too), and stays counted unless it pairs.
+  // LMSP 4: an attempt counts before anything is awaited, and before its body is even read (a
+  // malformed code, a body that is not JSON or not JSON at all is a failed attempt too), and stays
+  // counted unless it pairs: an address past its limit gets 429 whatever it sends.
   const attempts = new WeakMap<object, PairingAttempt>();
   const countAttempt = async (request: FastifyRequest) => {
     const attempt = context.pairingLimiter.begin(request.ip);
@@ -68,7 +69,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     }
     attempts.set(request, attempt);
   };
-  app.post('/v1/pair', { config: { access: 'public' }, schema: { body: pairBody }, preValidation: countAttempt }, async (request, reply) => {
+  app.post('/v1/pair', { config: { access: 'public' }, schema: { body: pairBody }, onRequest: countAttempt }, async (request, reply) => {
     const body = request.body as { code: string; client_name: string };
     const attempt = attempts.get(request)!;
     // Keys are scoped per pairing code; the answer holds the new token, sealed with the code.
