@@ -18,7 +18,10 @@ export function registerServiceRoutes(app: FastifyInstance, context: AppContext)
     },
   }));
 
-  app.get('/v1/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());
+  // LMSP 4: every /v1 path but /v1/service and /v1/pair needs a token, so the document is public
+  // outside /v1 and, for a client already holding a token, under it too.
+  app.get('/openapi.json', { config: { access: 'public' }, schema: { hide: true } }, async () => app.swagger());
+  app.get('/v1/openapi.json', { config: { access: 'authenticated' }, schema: { hide: true } }, async () => app.swagger());
 
   // The service listens only once the database is open, migrated and recovered, so answering
   // at all means healthy.
