@@ -19,9 +19,10 @@ import { newTask } from './new-task.js';
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
 
 /**
- * The output limit once the input's exact size is known (LMSP 6, 13): a limit the client asked
- * for must fit beside the input; without one, as OpenAI, only the input must fit and the default
- * shrinks to the room it leaves. Null when nothing fits.
+ * The output limit once the input's exact size is known: a limit that must fit beside the input
+ * (`asked`: every response's, LMSP 6, and a chat completion's the client sent); a chat
+ * completion's default, as OpenAI, shrinks to the room the input leaves (LMSP 13 is silent).
+ * Null when nothing fits.
  */
 export function outputLimitBeside(inputTokens: number, limit: number, asked: boolean, contextLength: number): number | null {
   if (inputTokens + limit <= contextLength) return limit;
@@ -101,12 +102,17 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    const fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, asked !== null, contextLength);
+    // LMSP 6: the input plus max_output_tokens must fit, the default (1024) as much as a limit
+    // the client sent. Only a model whose whole context is no larger than the default, where it
+    // could never fit beside any input, gets the room the input leaves instead.
+    const mustFit = asked !== null || contextLength > DEFAULT_MAX_OUTPUT_TOKENS;
+    const fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, mustFit, contextLength);
     if (fitted === null) {
-      // The message names only what the client sent: without a limit, the input alone is at fault.
-      const what = asked === null ? `The input (${inputTokens} tokens) leaves no room for output in`
+      const what = asked === null && mustFit ? `The input (${inputTokens} tokens) and the default max_output_tokens (${maxOutputTokens}) exceed`
+        : asked === null ? `The input (${inputTokens} tokens) leaves no room for output in`
         : `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed`;
-      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'input' });
+      const hint = asked === null && mustFit && inputTokens! < contextLength ? ` Send a max_output_tokens of at most ${contextLength - inputTokens!}.` : '';
+      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).${hint}`, { param: 'input' });
     }
     maxOutputTokens = fitted;
   }

@@ -263,23 +263,28 @@ describe('Responses API (LMSP section 6)', () => {
     assert.equal(fits.status, 202);
   }));
 
-  test('without max_output_tokens only the input must fit: the default shrinks to the room it leaves', { timeout: 120_000 }, () => withService({}, async (service) => {
+  test('without max_output_tokens the default 1024 must fit beside the input too (LMSP 6)', { timeout: 120_000 }, () => withService({}, async (service) => {
     const { context_length: contextLength } = await json<{ context_length: number }>(await api(service, '/v1/models/lmsp-tiny'));
     // Byte-level vocabulary: about a token a byte, so this input leaves less than the default 1024.
     const input = 'ab '.repeat(Math.floor((contextLength - 900) / 3));
     const asked = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, max_output_tokens: 1024 } });
     assert.equal(asked.status, 400);
     assert.match((await json<{ error: { code: string; message: string } }>(asked)).error.message, /and max_output_tokens \(1024\) exceed/);
-    const created = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, background: true, seed: 1 } });
-    const response = await json<{ max_output_tokens: number }>(created);
-    assert.equal(created.status, 202, JSON.stringify(response));
-    assert.ok(response.max_output_tokens < 1024 && response.max_output_tokens > 0, `max_output_tokens ${response.max_output_tokens}`);
+    const byDefault = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, background: true, seed: 1 } });
+    assert.equal(byDefault.status, 400);
+    const refused = (await json<{ error: { code: string; param: string; message: string } }>(byDefault)).error;
+    assert.deepEqual([refused.code, refused.param], ['context_length_exceeded', 'input']);
+    const room = Number(/at most (\d+)\.$/.exec(refused.message)?.[1]);
+    assert.match(refused.message, /^The input \(\d+ tokens\) and the default max_output_tokens \(1024\) exceed the context length of 'lmsp-tiny' \(\d+ tokens\)\. Send a max_output_tokens of at most \d+\.$/);
+    assert.equal(countRows(service, 'tasks'), 0, 'nothing was written');
+    // The room the message names is exactly what fits.
+    const fits = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, background: true, max_output_tokens: room } });
+    assert.equal(fits.status, 202);
+    const over = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input, background: true, max_output_tokens: room + 1 } });
+    assert.equal(over.status, 400);
     const tooLong = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'ab '.repeat(Math.ceil(contextLength / 3)) } });
     assert.equal(tooLong.status, 400);
-    const refused = (await json<{ error: { code: string; param: string; message: string } }>(tooLong)).error;
-    assert.deepEqual([refused.code, refused.param], ['context_length_exceeded', 'input']);
-    // No limit was sent, so the message does not blame one.
-    assert.match(refused.message, /^The input \(\d+ tokens\) leaves no room for output in the context length of 'lmsp-tiny' \(\d+ tokens\)\.$/);
+    assert.equal((await json<{ error: { code: string } }>(tooLong)).error.code, 'context_length_exceeded');
   }));
 
   test('context: a function call\'s arguments and the tools\' definitions count against it too', () => withService({}, async (service) => {
