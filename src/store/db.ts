@@ -133,7 +133,7 @@ function schemaVersionOf(sqlite: Sqlite): number {
  * Refuses, by reading only, a database that is not lmsp's (tables but no migrations table) or
  * that a newer lmsp wrote; an empty one is a new database.
  */
-function assertLmspSchema(sqlite: Sqlite, path: string): void {
+function assertLmspSchema(sqlite: Sqlite, path: string, latest: number): void {
   if (!hasMigrationsTable(sqlite)) {
     const tables = sqlite.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
     if (tables.n > 0) {
@@ -142,7 +142,6 @@ function assertLmspSchema(sqlite: Sqlite, path: string): void {
     return;
   }
   const current = schemaVersionOf(sqlite);
-  const latest = loadMigrations().at(-1)?.version ?? 0;
   if (current > latest) {
     throw new DatabaseOpenError(
       `${path} has schema version ${current}, written by a newer lmsp (this one knows up to ${latest}). Upgrade lmsp; the database was not changed.`,
@@ -211,7 +210,8 @@ export class Database {
         const result = sqlite.pragma('quick_check', { simple: true });
         if (result !== 'ok') throw Object.assign(new Error(`quick_check: ${String(result)}`), { code: 'SQLITE_CORRUPT' });
       }
-      assertLmspSchema(sqlite, path);
+      const migrations = loadMigrations();
+      assertLmspSchema(sqlite, path, migrations.at(-1)?.version ?? 0);
       try {
         chmodSync(path, 0o600);
       } catch {
@@ -226,7 +226,7 @@ export class Database {
       sqlite.function('lmsp_tokens_from_fixed_width', { deterministic: true },
         (blob: unknown) => (blob instanceof Uint8Array ? packedFromFixedWidth(blob) : null));
       const database = new Database(sqlite, path);
-      database.migrate();
+      database.migrate(migrations);
       return database;
     } catch (error) {
       sqlite.close();
@@ -242,8 +242,7 @@ export class Database {
   }
 
   /** Applies the migrations this database lacks, each recorded in the same transaction. */
-  private migrate(): void {
-    const migrations = loadMigrations();
+  private migrate(migrations: readonly Migration[]): void {
     if (!hasMigrationsTable(this.sqlite)) {
       this.sqlite.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
     }

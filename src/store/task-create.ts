@@ -58,8 +58,9 @@ export interface TaskCreateTables {
  * Runs a create inside the caller's transaction: the key looked up again (two requests may
  * race past the early look-up), the client checked to be still live (LMSP 4: a revoke stops the
  * token at once, a request already past authentication included), the cap checked (concurrent
- * creates cannot all slip under it), then the record, the task, its events and the key. A key in flight or reused with another
- * request throws its ServiceError, as `IdempotencyTable.find` does.
+ * creates cannot all slip under it), then the record, the task, its events and the key. A key
+ * in flight or reused with another request throws its ServiceError, as `IdempotencyTable.find`
+ * does.
  */
 export function applyTaskCreate(tables: TaskCreateTables, command: TaskCreate): TaskCreateOutcome {
   if (command.key) {

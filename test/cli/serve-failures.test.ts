@@ -5,15 +5,14 @@
  * creates nothing on disk.
  */
 import assert from 'node:assert/strict';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { Database } from '../../src/store/db.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
-import { withDataDir } from '../helpers/data-dir.js';
+import { withDataDir, writeCorruptDatabase } from '../helpers/data-dir.js';
 import { withService } from '../helpers/service.js';
 
 function failureOf(result: CliResult): { code: string; message: string } {
@@ -70,16 +69,7 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
     withDataDir(async (parent) => {
       const commands = [['serve', '--port', '0'], ['pair'], ['gc', '--dry-run'], ['gc'], ['models', 'ls'], ['clients', 'ls'], ['config', 'ls']];
       const corrupt = join(parent, 'corrupt');
-      const made = Database.open(corrupt);
-      made.sqlite.exec('CREATE TABLE filler (x TEXT)');
-      const insert = made.sqlite.prepare('INSERT INTO filler VALUES (?)');
-      for (let i = 0; i < 2000; i++) insert.run('x'.repeat(200));
-      made.sqlite.pragma('wal_checkpoint(TRUNCATE)');
-      made.sqlite.close();
-      const corruptFile = join(corrupt, 'lmsp.db');
-      const fd = openSync(corruptFile, 'r+');
-      for (let offset = 8192; offset < statSync(corruptFile).size; offset += 4096 * 7) writeSync(fd, Buffer.alloc(512, 0xa5), 0, 512, offset + 100);
-      closeSync(fd);
+      writeCorruptDatabase(corrupt);
       const foreign = join(parent, 'foreign');
       mkdirSync(foreign);
       const other = new BetterSqlite3(join(foreign, 'lmsp.db'));

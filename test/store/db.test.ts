@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { Database, DatabaseOpenError, EXIT_DATABASE_NOT_USABLE, EXIT_DATABASE_TOO_NEW, loadMigrations } from '../../src/store/db.js';
 import { ServiceError } from '../../src/domain/errors.js';
-import { withDataDir } from '../helpers/data-dir.js';
+import { withDataDir, writeCorruptDatabase } from '../helpers/data-dir.js';
 
 describe('database (LMSP 11.1, project decisions)', () => {
   test('creates all seven tables of LMSP 11.1 with WAL, synchronous FULL and mode 0600', () => withDataDir((dir) => {
@@ -79,18 +79,7 @@ describe('database (LMSP 11.1, project decisions)', () => {
   }));
 
   test('refuses a corrupt database, and leaves it untouched', () => withDataDir((dir) => {
-    const db = Database.open(dir);
-    db.sqlite.exec('CREATE TABLE filler (x TEXT)');
-    const insert = db.sqlite.prepare('INSERT INTO filler VALUES (?)');
-    for (let i = 0; i < 2000; i++) insert.run('x'.repeat(200));
-    db.sqlite.pragma('wal_checkpoint(TRUNCATE)');
-    db.sqlite.close();
-    const path = join(dir, 'lmsp.db');
-    const size = statSync(path).size;
-    const fd = openSync(path, 'r+');
-    // Scribble over pages in the middle of the file (b-tree pages of the filler table).
-    for (let offset = 8192; offset < size; offset += 4096 * 7) writeSync(fd, Buffer.alloc(512, 0xa5), 0, 512, offset + 100);
-    closeSync(fd);
+    const path = writeCorruptDatabase(dir);
     const before = readFileSync(path);
     assert.throws(() => Database.open(dir), (error: unknown) =>
       error instanceof DatabaseOpenError && error.exitCode === EXIT_DATABASE_NOT_USABLE && /corrupt/.test(error.message));
