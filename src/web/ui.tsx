@@ -44,6 +44,35 @@ export function TableRegion({ label, children }: { label: string; children: Comp
   return <div class="table-wrap" tabIndex={0} role="region" aria-label={label}>{children}</div>;
 }
 
+/**
+ * Text in a box of bounded height (messages, instructions, output). A box whose text overflows
+ * scrolls, and a scrolling box must be reachable by keyboard (axe: scrollable-region-focusable):
+ * it then becomes a named region in the tab order. A box that fits stays out of the tab order, so
+ * a page of short messages is not a page of tab stops.
+ */
+export function ScrollText({ label, class: className = 'message', children, ...rest }: { label: string; class?: string; children: ComponentChildren } & Record<string, unknown>) {
+  const element = useRef<HTMLPreElement>(null);
+  const [scrolls, setScrolls] = useState(false);
+  const measure = useCallback(() => {
+    const box = element.current;
+    if (box) setScrolls(box.scrollHeight > box.clientHeight + 1);
+  }, []);
+  // Measured after every render (the text may have grown) and when the box is resized.
+  useLayoutEffect(measure);
+  useEffect(() => {
+    const box = element.current;
+    if (!box || typeof ResizeObserver === 'undefined') return;
+    const observer = new ResizeObserver(measure);
+    observer.observe(box);
+    return () => observer.disconnect();
+  }, [measure]);
+  return (
+    <pre {...rest} ref={element} class={className} tabIndex={scrolls ? 0 : undefined} role={scrolls ? 'region' : undefined} aria-label={scrolls ? `${label}, scrollable` : undefined}>
+      {children}
+    </pre>
+  );
+}
+
 export function StatusBadge({ status }: { status: string }) {
   return <span class={`badge status-${status.replace(/[^a-z_]/g, '')}`}>{status}</span>;
 }

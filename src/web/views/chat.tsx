@@ -6,7 +6,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { formatNumber } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, request } from '../session.js';
-import { Ago, Code, ErrorNotice, Notice, PageHeading, TableRegion, useApp, usePoll } from '../ui.js';
+import { Ago, Code, ErrorNotice, Notice, PageHeading, ScrollText, TableRegion, useApp, usePoll } from '../ui.js';
 import type { ChatCompletion, ChatMessage, List } from '../wire.js';
 import { REFRESH_MS } from './tasks.js';
 
@@ -47,7 +47,7 @@ function CompletionDetail({ id }: { id: string }) {
           <h3>Messages</h3>
           <ol class="messages">
             {messages.data.data.map((message, index) => (
-              <li key={message.id ?? index}><span class="role">{message.role}</span><pre class="message">{message.content ?? ''}</pre></li>
+              <li key={message.id ?? index}><span class="role">{message.role}</span><ScrollText label={`Message ${index + 1}, ${message.role}`}>{message.content ?? ''}</ScrollText></li>
             ))}
           </ol>
         </>
@@ -55,7 +55,7 @@ function CompletionDetail({ id }: { id: string }) {
       {answer && (
         <>
           <h3>Answer</h3>
-          <pre class="message">{answer.message.content ?? ''}</pre>
+          <ScrollText label="Answer">{answer.message.content ?? ''}</ScrollText>
         </>
       )}
     </section>

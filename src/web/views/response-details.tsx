@@ -1,7 +1,7 @@
 /** A response's request and usage (LMSP 6), shown with its task. */
 import { formatNumber } from '../format.js';
 import { request } from '../session.js';
-import { Code, ErrorNotice, useApp, usePoll } from '../ui.js';
+import { Code, ErrorNotice, ScrollText, useApp, usePoll } from '../ui.js';
 import { messageText, type InputMessage, type List, type Response } from '../wire.js';
 
 export function ResponseDetails({ responseId, final }: { responseId: string; final: boolean }) {
@@ -31,7 +31,7 @@ export function ResponseDetails({ responseId, final }: { responseId: string; fin
       {value?.instructions && (
         <>
           <h3>Instructions</h3>
-          <pre class="message">{value.instructions}</pre>
+          <ScrollText label="Instructions">{value.instructions}</ScrollText>
         </>
       )}
       {input.data && input.data.data.length > 0 && (
@@ -41,7 +41,7 @@ export function ResponseDetails({ responseId, final }: { responseId: string; fin
             {input.data.data.map((message, index) => (
               <li key={message.id ?? index}>
                 <span class="role">{message.role}</span>
-                <pre class="message">{messageText(message.content)}</pre>
+                <ScrollText label={`Input ${index + 1}, ${message.role}`}>{messageText(message.content)}</ScrollText>
               </li>
             ))}
           </ol>

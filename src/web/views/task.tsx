@@ -8,7 +8,7 @@ import { formatBytes, formatTime } from '../format.js';
 import { href } from '../router.js';
 import { request, type ApiError } from '../session.js';
 import { followTaskEvents } from '../stream.js';
-import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, useApp } from '../ui.js';
+import { Code, ErrorNotice, Notice, PageHeading, ScrollText, StatusBadge, useApp } from '../ui.js';
 import { isUnfinished, outputText, type Response, type Task, type TaskEvent } from '../wire.js';
 import { ResponseDetails } from './response-details.js';
 import { formatRunTime } from './tasks.js';
@@ -190,7 +190,7 @@ export function TaskView({ taskId }: { taskId: string }) {
         <section class="panel" aria-labelledby="task-output">
           <h2 id="task-output">Output</h2>
           {/* A polite live region, busy while text streams in: screen readers read it once settled. */}
-          <pre class="output" aria-live="polite" aria-busy={streaming ? 'true' : 'false'} data-testid="output">{live.text}</pre>
+          <ScrollText label="Output" class="output" aria-live="polite" aria-busy={streaming ? 'true' : 'false'} data-testid="output">{live.text}</ScrollText>
           {!live.text && <p class="empty">{streaming ? 'No output yet.' : 'No output.'}</p>}
         </section>
       )}
