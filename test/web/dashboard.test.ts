@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import type { TaskObject } from '../../src/api/types.js';
 import { NO_BROWSER, screenshot, seriousViolations, signIn, withBrowser } from '../helpers/browser.js';
 import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
@@ -32,6 +32,11 @@ async function openView(page: Page, service: TestService, hash: string, heading:
 async function assertAccessible(page: Page, view: string): Promise<void> {
   const violations = await seriousViolations(page);
   assert.deepEqual(violations, [], `serious accessibility violations on ${view}`);
+}
+
+/** A fact of the response panel beside a task (its Status, Output tokens...). */
+function responseFact(page: Page, name: string): Locator {
+  return page.locator('section[aria-labelledby="response-details"] .facts div').filter({ has: page.getByText(name, { exact: true }) }).locator('dd');
 }
 
 async function statusOf(page: Page): Promise<string> {
@@ -148,8 +153,29 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await waitFor(async () => (await page.locator('.log tbody tr').count()) === task.last_sequence_number, { what: 'every event in the log' });
       assert.equal(await page.locator('.log tbody tr').last().locator('code').textContent(), 'response.incomplete');
       assert.equal(await output.getAttribute('aria-busy'), 'false');
+      // The response beside it shows its final status and usage, without reloading the page.
+      await responseFact(page, 'Status').filter({ hasText: final.status }).waitFor({ timeout: 10_000 });
+      await responseFact(page, 'Output tokens').filter({ hasText: String(final.usage!.output_tokens) }).waitFor({ timeout: 10_000 });
       await screenshot(page, 'task-completed');
       await assertAccessible(page, 'task (completed)');
+    })));
+
+  test('a queued task\'s page follows it: the response beside it is queued, then in progress, then final', () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      const client = await signIn(page, service, ['responses']);
+      // The only slot is busy: the next task waits in the queue.
+      await client.createResponse({ model: 'lmsp-tiny', input: 'first', max_output_tokens: 80, background: true });
+      const created = (await client.createResponse({ model: 'lmsp-tiny', input: 'second', max_output_tokens: 20, background: true })).body;
+      await page.goto(`${service.url}/#/tasks/${created.task.id}`);
+      await page.locator('.facts .badge', { hasText: 'queued' }).waitFor();
+      await responseFact(page, 'Status').filter({ hasText: 'queued' }).waitFor();
+      await page.locator('.facts .badge', { hasText: 'running' }).waitFor({ timeout: 30_000 });
+      await responseFact(page, 'Status').filter({ hasText: 'in_progress' }).waitFor({ timeout: 5000 });
+      await page.locator('.facts .badge', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+      const final = await service.client.getResponse(created.id);
+      await responseFact(page, 'Status').filter({ hasText: final.status }).waitFor({ timeout: 5000 });
+      await responseFact(page, 'Output tokens').filter({ hasText: String(final.usage!.output_tokens) }).waitFor({ timeout: 5000 });
     })));
 
   test('a task page refused its event stream by the limits (429) follows the task once a place frees up', () =>

@@ -4,11 +4,12 @@ import { request } from '../session.js';
 import { Code, ErrorNotice, ScrollText, useApp, usePoll } from '../ui.js';
 import { messageText, type InputMessage, type List, type Response } from '../wire.js';
 
-export function ResponseDetails({ responseId, final }: { responseId: string; final: boolean }) {
+export function ResponseDetails({ responseId, taskStatus }: { responseId: string; taskStatus: string }) {
   const { session } = useApp();
   const path = `v1/responses/${encodeURIComponent(responseId)}`;
-  // Read once, and again when the task finishes (usage is final then).
-  const response = usePoll(() => request<Response>(session, 'GET', path), null, [responseId, final]);
+  // Read again whenever the task's status changes, so the response's status keeps pace with the
+  // task's, and its usage is read once the task has finished.
+  const response = usePoll(() => request<Response>(session, 'GET', path), null, [responseId, taskStatus]);
   const input = usePoll(() => request<List<InputMessage>>(session, 'GET', `${path}/input_items?order=asc&limit=100`), null, [responseId]);
   const value = response.data;
   return (

@@ -194,7 +194,7 @@ export function TaskView({ taskId }: { taskId: string }) {
           {!live.text && <p class="empty">{streaming ? 'No output yet.' : 'No output.'}</p>}
         </section>
       )}
-      {task?.kind === 'response' && task.response_id && <ResponseDetails responseId={task.response_id} final={!streaming} />}
+      {task?.kind === 'response' && task.response_id && <ResponseDetails responseId={task.response_id} taskStatus={task.status} />}
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
         <p class="help">
