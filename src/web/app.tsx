@@ -4,7 +4,7 @@ import { MetricsSampler } from './metrics.js';
 import { useRoute, href } from './router.js';
 import { forgetSession, hasScope, loadSession, revokeSession, saveSession, whenTokenRejected, type Session } from './session.js';
 import { SignIn } from './sign-in.js';
-import { Context, type AppContext } from './ui.js';
+import { Context, Notice, PageHeading, type AppContext } from './ui.js';
 import { ChatView } from './views/chat.js';
 import { ClientsView } from './views/clients.js';
 import { ModelsView } from './views/models.js';
@@ -29,8 +29,26 @@ const SECTIONS: Section[] = [
   { path: 'clients', label: 'Clients', scope: 'admin' },
 ];
 
-function View({ route, sampler }: { route: string[]; sampler: MetricsSampler | null }) {
+/**
+ * A view this session's scopes do not reach (opened by its address: the sections list leaves it
+ * out): it says which scope it needs instead of showing forms the service would refuse.
+ */
+function NeedsScope({ section, session }: { section: Section; session: Session }) {
+  return (
+    <>
+      <PageHeading>{section.label}</PageHeading>
+      <Notice>
+        This view needs the <code>{section.scope}</code> scope, and this session has {session.client.scopes.join(', ')}.
+        Sign in with a pairing code for a client with that scope (<code>lmsp pair --scopes {section.scope}</code>).
+      </Notice>
+    </>
+  );
+}
+
+function View({ route, sampler, session }: { route: string[]; sampler: MetricsSampler | null; session: Session }) {
   const [section, id] = route;
+  const known = SECTIONS.find((candidate) => candidate.path === (section ?? ''));
+  if (known?.scope && !hasScope(session, known.scope)) return <NeedsScope section={known} session={session} />;
   switch (section ?? '') {
     case '':
       return <OverviewView sampler={sampler} />;
@@ -121,7 +139,7 @@ export function App() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1}>
-        <View key={current} route={route} sampler={sampler} />
+        <View key={current} route={route} sampler={sampler} session={session} />
       </main>
       <div class="visually-hidden" role="status" aria-live="polite">{announcement}</div>
     </Context.Provider>

@@ -129,6 +129,21 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       assert.equal(after.status, 401);
     })));
 
+  test('a view out of a session\'s scopes says which scope it needs instead of showing forms the service would refuse', () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      await signIn(page, service, ['responses'], 'reader');
+      const sections = page.getByRole('navigation', { name: 'Sections' });
+      assert.equal(await sections.getByRole('link', { name: 'Clients' }).count(), 0, 'no Clients section without admin');
+      for (const [hash, heading, scope] of [['#/clients', 'Clients', 'admin'], ['#/models', 'Models', 'models:read']] as const) {
+        await openView(page, service, hash, heading);
+        await page.locator('.notice').filter({ hasText: `needs the ${scope} scope` }).waitFor();
+        assert.equal(await page.getByRole('button').filter({ hasText: /Make code|Pull|Revoke/ }).count(), 0, `no form on ${heading}`);
+        await assertAccessible(page, `${heading} without its scope`);
+      }
+      await screenshot(page, 'view-needs-scope');
+    })));
+
   test('a background task streams into its page as it is generated, then its event log is complete', () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, (service) => withBrowser(async (browser) => {
       const page = await browser.newPage();
