@@ -316,6 +316,18 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         const tasks = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
         const pull = tasks.data.find((task) => (task.kind as string) === 'model_pull' && task.status === 'completed');
         assert.ok(pull);
+        // A pull that fails says why in the list, in the service's words, not by its code alone.
+        await page.getByLabel('Source').fill('hf:lmsp/tiny/missing.gguf');
+        await page.getByLabel('Model id').fill('missing-tiny');
+        await page.getByRole('button', { name: 'Pull' }).click();
+        const failedRow = page.locator('.pulls li').filter({ hasText: 'missing-tiny' }).filter({ has: page.locator('.badge', { hasText: 'failed' }) });
+        await failedRow.waitFor({ timeout: 30_000 });
+        const failed = ((await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] }).data.find((task) => task.model === 'missing-tiny');
+        assert.ok(failed?.error, 'the failed pull has an error');
+        await failedRow.filter({ hasText: failed.error.message }).waitFor();
+        assert.match(await failedRow.locator('.pull-error').textContent() ?? '', new RegExp(`^${failed.error.code} `));
+        await screenshot(page, 'model-pull-failed');
+        await assertAccessible(page, 'models (a failed pull)');
         // A pull's own page shows its download, not an empty text output, and counts its whole log.
         await page.goto(`${service.url}/#/tasks/${pull.id}`);
         await page.getByRole('heading', { level: 2, name: 'Download' }).waitFor();

@@ -28,7 +28,8 @@ function PullRow({ task }: { task: Task }) {
   return (
     <li>
       <strong>{task.model}</strong> <StatusBadge status={task.status} /> <a href={href('tasks', task.id)}><Code>{task.id}</Code></a>
-      {task.error && <span class="error-code"> {task.error.code}</span>}
+      {/* Why it failed, in the service's words: the code alone does not say which URL or status. */}
+      {task.error && <p class="pull-error"><code class="error-code">{task.error.code}</code> {task.error.message}</p>}
       {isUnfinished(task.status) && <PullProgress pull={live.pull} />}
     </li>
   );
