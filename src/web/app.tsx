@@ -65,7 +65,7 @@ function View({ route, sampler, session }: { route: string[]; sampler: MetricsSa
     default:
       return (
         <>
-          <h1>Not found</h1>
+          <PageHeading>Not found</PageHeading>
           <p>There is no such view. <a href={href()}>Go to the overview.</a></p>
         </>
       );

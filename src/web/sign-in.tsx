@@ -1,5 +1,5 @@
 /** Signing in (LMSP 15): a pairing code made by the operator is exchanged for this tab's token. */
-import { useState } from 'preact/hooks';
+import { useLayoutEffect, useState } from 'preact/hooks';
 import { pair, type Session } from './session.js';
 import { Notice } from './ui.js';
 
@@ -8,6 +8,9 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: Session) 
   const [name, setName] = useState('dashboard');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  useLayoutEffect(() => {
+    document.title = 'Sign in · lmsp';
+  }, []);
 
   const submit = async (event: Event) => {
     event.preventDefault();

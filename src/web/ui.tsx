@@ -33,6 +33,10 @@ export function PageHeading({ children }: { children: ComponentChildren }) {
     if (viewShown) heading.current?.focus();
     viewShown = true;
   }, []);
+  // The tab's title names the view too (history, tab strips, and the first thing a screen reader says).
+  useLayoutEffect(() => {
+    document.title = `${heading.current?.textContent ?? ''} · lmsp`;
+  });
   return <h1 ref={heading} tabIndex={-1}>{children}</h1>;
 }
 

@@ -49,6 +49,7 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       const page = await browser.newPage();
       await page.goto(`${service.url}/`);
       await page.getByRole('heading', { level: 1, name: 'Sign in to lmsp' }).waitFor();
+      assert.equal(await page.title(), 'Sign in · lmsp');
       await screenshot(page, 'sign-in');
       await assertAccessible(page, 'sign-in');
 
@@ -79,6 +80,8 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         // A context length is a count of tokens, written out (not rounded to '16.4 k').
         if (view.hash === '#/models') await page.getByRole('cell', { name: '16,384', exact: true }).waitFor({ timeout: 5000 });
         if (view.hash === '#/clients') await page.getByRole('cell', { name: 'operator console (you)' }).waitFor();
+        // The tab's title names the view.
+        assert.equal(await page.title(), `${view.heading} · lmsp`);
         // At 1280 px every table fits the page instead of scrolling sideways.
         const overflow = await page.locator('.table-wrap').evaluateAll((wraps) => wraps.map((wrap) => wrap.scrollWidth - wrap.clientWidth));
         assert.ok(overflow.every((pixels) => pixels <= 0), `a table of ${view.heading} scrolls sideways at 1280 px: ${overflow.join(', ')}`);
