@@ -269,10 +269,18 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await screenshot(watcher, 'signed-out-after-revoke');
       await assertAccessible(watcher, 'signed out');
 
-      // The admin makes a pairing code from the page; it pairs a new client.
+      // The admin makes a pairing code from the page; it pairs a new client. On a short window
+      // the code, under the button, is brought into sight, and it is announced with the code.
+      await admin.setViewportSize({ width: 1280, height: 500 });
+      await admin.evaluate('window.scrollTo(0, 0)');
       await admin.getByLabel('Name').fill('new app');
       await admin.getByRole('button', { name: 'Make code' }).click();
       const code = (await admin.getByTestId('pairing-code').textContent())!;
+      await admin.getByRole('status').filter({ hasText: `Pairing code made: ${code}.` }).waitFor();
+      await waitFor(async () => (await admin.getByTestId('pairing-code').evaluate((element) => {
+        const box = element.getBoundingClientRect();
+        return box.top >= 0 && box.bottom <= element.ownerDocument.defaultView!.innerHeight + 1;
+      })) || null, { what: 'the pairing code in sight', timeoutMs: 5000 });
       const paired = await fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code, client_name: 'new app' }) });
       assert.equal(paired.status, 201);
     })));

@@ -1,5 +1,5 @@
 /** Clients and pairing codes (LMSP 4, scope `admin`): list, revoke, make a code. */
-import { useLayoutEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { formatTime } from '../format.js';
 import { request } from '../session.js';
 import { Ago, Code, ErrorNotice, Notice, PageControls, PageHeading, TableRegion, useApp, usePages, usePoll } from '../ui.js';
@@ -19,6 +19,11 @@ function PairingCodeForm({ onMade }: { onMade: () => void }) {
   const [ttl, setTtl] = useState(600);
   const [made, setMade] = useState<PairingCode | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const madeBox = useRef<HTMLDivElement>(null);
+  // The code appears under the button, maybe below the fold: bring it into sight.
+  useEffect(() => {
+    if (made) madeBox.current?.scrollIntoView({ block: 'nearest' });
+  }, [made]);
 
   const toggle = (scope: string, on: boolean) => setScopes((current) => (on ? [...current, scope] : current.filter((s) => s !== scope)));
   const submit = async (event: Event) => {
@@ -29,7 +34,8 @@ function PairingCodeForm({ onMade }: { onMade: () => void }) {
         ...(name.trim() ? { name: name.trim() } : {}), scopes, ttl_seconds: ttl,
       });
       setMade(code);
-      announce('Pairing code made.');
+      // Said with the code itself: a screen reader need not go looking for it.
+      announce(`Pairing code made: ${code.code}.`);
       onMade();
     } catch (failure) {
       setError((failure as Error).message);
@@ -62,7 +68,7 @@ function PairingCodeForm({ onMade }: { onMade: () => void }) {
       {error && <Notice kind="error">{error}</Notice>}
       <button type="submit" class="primary" disabled={scopes.length === 0}>Make code</button>
       {made && (
-        <div class="made-code" role="group" aria-labelledby="made-code-label">
+        <div class="made-code" role="group" aria-labelledby="made-code-label" ref={madeBox}>
           <p id="made-code-label">Pairing code for {made.name ?? 'a new client'} ({made.scopes.join(', ')}), valid until {formatTime(made.expires_at)}:</p>
           <output class="code" data-testid="pairing-code">{made.code}</output>
         </div>
