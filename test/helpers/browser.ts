@@ -83,14 +83,12 @@ interface AxeViolation {
   nodes: Array<{ target: string[] }>;
 }
 
-/** Runs axe-core in the page; returns its serious and critical violations. */
-export async function seriousViolations(page: Page): Promise<string[]> {
+/** Runs axe-core in the page; returns its violations of every impact (minor to critical). */
+export async function axeViolations(page: Page): Promise<string[]> {
   // Evaluated through the DevTools protocol, so the page's CSP (scripts from 'self' only) allows it.
   await page.evaluate(axeSource);
   const violations = await page.evaluate("axe.run(document, { resultTypes: ['violations'] }).then((result) => result.violations)") as AxeViolation[];
-  return violations
-    .filter((violation) => violation.impact === 'serious' || violation.impact === 'critical')
-    .map((violation) => `${violation.impact} ${violation.id}: ${violation.help} (${violation.nodes.map((node) => node.target.join(' ')).join('; ')})`);
+  return violations.map((violation) => `${violation.impact} ${violation.id}: ${violation.help} (${violation.nodes.map((node) => node.target.join(' ')).join('; ')})`);
 }
 
 /** Signs a page in with a new pairing code made by the operator; returns a client with the page's token. */

@@ -2,7 +2,7 @@
  * The dashboard in Firefox (LMSP 15: "works in a current Chromium and Firefox"): Debian's
  * `firefox-esr` driven by puppeteer-core over WebDriver BiDi, which downloads no browser of its
  * own (playwright-core drives only its own patched Firefox). Sign in with a pairing code, follow
- * a task's text live over server-sent events, cancel a task, list the clients, and no serious
+ * a task's text live over server-sent events, cancel a task, list the clients, and no
  * axe violation; no script error and no Content-Security-Policy violation on the way.
  */
 import assert from 'node:assert/strict';
@@ -50,7 +50,6 @@ async function shoot(page: Page, name: string): Promise<void> {
 async function assertAccessible(page: Page, view: string): Promise<void> {
   await page.evaluate(axeSource);
   const violations = await page.evaluate(`axe.run(document, { resultTypes: ['violations'] }).then((result) => result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => v.impact + ' ' + v.id + ': ' + v.help + ' (' + v.nodes.map((n) => n.target.join(' ')).join('; ') + ')'))`) as string[];
   assert.deepEqual(violations, [], `axe in Firefox, ${view}`);
 }
@@ -69,7 +68,7 @@ async function signIn(page: Page, service: TestService, scopes: string[]): Promi
 }
 
 describe('the dashboard in Firefox (LMSP 15)', { skip: NO_FIREFOX ?? false }, () => {
-  test('sign in, every view without a serious axe violation, follow a task live, cancel one, list the clients', { timeout: 180_000 }, () =>
+  test('sign in, every view without an axe violation, follow a task live, cancel one, list the clients', { timeout: 180_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, (service) => withFirefox(async ({ page }) => {
       const client = await signIn(page, service, ['admin']);
       for (const [hash, heading] of [['#/', 'Overview'], ['#/tasks', 'Tasks'], ['#/responses', 'Responses'], ['#/chat', 'Chat completions'],

@@ -91,7 +91,7 @@ export function ResponsesView() {
         <ErrorNotice error={tasks.error} />
         {tasks.data && responses.length === 0 && <p class="empty">No responses yet.</p>}
         {responses.length > 0 && (
-          <TableRegion label="Latest responses">
+          <TableRegion label="Latest responses, table">
             <table>
               <caption class="visually-hidden">Latest responses</caption>
               <thead><tr><th scope="col">Response</th><th scope="col">Model</th><th scope="col">Task status</th><th scope="col">Created</th></tr></thead>
