@@ -184,6 +184,7 @@ export interface CreateChatCompletionBody {
   temperature?: number | null;
   top_p?: number | null;
   frequency_penalty?: number | null;
+  logit_bias?: Record<string, number> | null;
   presence_penalty?: number | null;
   seed?: number | null;
   n?: number | null;

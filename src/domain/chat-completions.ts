@@ -42,6 +42,8 @@ export interface ChatCompletionRequest {
   /** -2 to 2; absent (as in completions stored before they were kept) is 0. */
   frequencyPenalty?: number;
   presencePenalty?: number;
+  /** OpenAI's `logit_bias` as [token id, bias] pairs; absent is none. */
+  logitBias?: Array<[number, number]>;
   stop: string[];
   responseFormat: ChatResponseFormat;
   tools: ChatTool[];

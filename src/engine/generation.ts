@@ -12,7 +12,7 @@
  */
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from 'node-llama-cpp';
+import { TokenBias, type LlamaContextSequence, type LlamaGrammarEvaluationState, type LlamaModel, type Token } from 'node-llama-cpp';
 import { sleep } from '../time.js';
 import { Detokenizer, replayGroups } from './detokenizer.js';
 import { constraintGrammar, type ConstraintGrammar } from './grammar/constraint.js';
@@ -49,13 +49,47 @@ interface Sampler {
   readonly promptTail: number;
 }
 
+/** A request's sampling with what the runner builds from it once per generation. */
+interface RunnerSampling extends Sampling {
+  tokenBias?: TokenBias;
+}
+
+/**
+ * The number of tokens of the model's vocabulary: the tokenizer's list, or the rows of the token
+ * embeddings; 0 when the file says neither. A token id past it must never reach the tokenizer.
+ */
+function vocabularySizeOf(model: LlamaModel): number {
+  const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
+  if (Array.isArray(tokens)) return tokens.length;
+  const embeddings = model.fileInfo.fullTensorInfo?.find((tensor) => tensor.name === 'token_embd.weight');
+  return embeddings?.dimensions.length === 2 ? Number(embeddings.dimensions[1]) : 0;
+}
+
+/**
+ * OpenAI's `logit_bias` for node-llama-cpp: each bias is added to its token's logit, and -100
+ * bans the token, as OpenAI says it should. Ids outside the vocabulary are left out, as
+ * llama.cpp's server leaves them; node-llama-cpp leaves out end-of-generation tokens.
+ */
+function tokenBiasOf(model: LlamaModel, logitBias: Sampling['logitBias']): TokenBias | undefined {
+  if (!logitBias || logitBias.length === 0) return undefined;
+  const vocabularySize = vocabularySizeOf(model);
+  const bias = new TokenBias(model.tokenizer);
+  for (const [token, value] of logitBias) {
+    if (token < vocabularySize) bias.set(token as Token, value <= -100 ? 'never' : { logit: value });
+  }
+  return bias;
+}
+
 /**
  * The sampling of the token at `position`, given the tokens generated before it (`generated`,
  * resumed ones included): penalties count those tokens only, never the prompt, so a resumed
  * generation samples exactly as an uninterrupted one (LMSP 7.5).
  */
-function sampleOptions(sampling: Sampling, position: number, generated: readonly Token[]) {
-  const options = { temperature: sampling.temperature, topP: sampling.topP, topK: 0, minP: 0, seed: positionSeed(sampling.seed, position) };
+function sampleOptions(sampling: RunnerSampling, position: number, generated: readonly Token[]) {
+  const options = {
+    temperature: sampling.temperature, topP: sampling.topP, topK: 0, minP: 0, seed: positionSeed(sampling.seed, position),
+    ...(sampling.tokenBias ? { tokenBias: sampling.tokenBias } : {}),
+  };
   const frequencyPenalty = sampling.frequencyPenalty ?? 0;
   const presencePenalty = sampling.presencePenalty ?? 0;
   if (frequencyPenalty === 0 && presencePenalty === 0) return options;
@@ -64,7 +98,7 @@ function sampleOptions(sampling: Sampling, position: number, generated: readonly
   return { ...options, repeatPenalty: { punishTokens, maxPunishTokens: punishTokens.length, penalty: 1, frequencyPenalty, presencePenalty } };
 }
 
-function plainSampler(sampling: Sampling, generated: readonly Token[]): Sampler {
+function plainSampler(sampling: RunnerSampling, generated: readonly Token[]): Sampler {
   return {
     promptTail: PROMPT_CHUNK,
     async step(sequence, token, position) {
@@ -78,7 +112,7 @@ function plainSampler(sampling: Sampling, generated: readonly Token[]): Sampler 
  * Sampling under a grammar goes through `evaluate`, which takes a grammar state, one token at a
  * time; the last prompt token is evaluated alone, so a replay evaluates it the same way.
  */
-function grammarSampler(sampling: Sampling, state: LlamaGrammarEvaluationState, generated: readonly Token[]): Sampler {
+function grammarSampler(sampling: RunnerSampling, state: LlamaGrammarEvaluationState, generated: readonly Token[]): Sampler {
   return {
     promptTail: 1,
     async step(sequence, token, position) {
@@ -95,7 +129,7 @@ function grammarSampler(sampling: Sampling, state: LlamaGrammarEvaluationState, 
 
 /** Evaluates the prompt in fixed chunks; with a plain sampler the last chunk samples the first token. */
 async function evaluatePrompt(sequence: LlamaContextSequence, prompt: readonly Token[], generation: Generation,
-  sampler: Sampler, sampling: Sampling | null): Promise<Token | null> {
+  sampler: Sampler, sampling: RunnerSampling | null): Promise<Token | null> {
   const chunked = sampler.promptTail === 1 ? prompt.slice(0, -1) : prompt;
   let next: Token | null = null;
   for (let start = 0; start < chunked.length; start += PROMPT_CHUNK) {
@@ -183,7 +217,8 @@ function constraintOf(message: GenerateMessage, syntax: ReturnType<typeof render
 }
 
 export async function generate(runtime: GenerationRuntime, model: LlamaModel, message: GenerateMessage, generation: Generation): Promise<void> {
-  const { requestId, sampling, taskId } = message;
+  const { requestId, taskId } = message;
+  const sampling: RunnerSampling = { ...message.sampling, tokenBias: tokenBiasOf(model, message.sampling.logitBias) };
   const { settings, send } = runtime;
   const tools = message.tools ?? [];
   const prompt = renderPrompt(model, message.messages, tools);

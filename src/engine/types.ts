@@ -50,6 +50,11 @@ export interface Sampling {
    */
   frequencyPenalty?: number;
   presencePenalty?: number;
+  /**
+   * OpenAI's `logit_bias` as [token id, bias] pairs, bias -100 to 100: added to the token's logit
+   * before each token is sampled; -100 bans the token. Absent is none.
+   */
+  logitBias?: Array<[number, number]>;
 }
 
 /**

@@ -94,6 +94,10 @@ export const createChatCompletionBody = {
     top_p: { type: ['number', 'null'], minimum: 0, maximum: 1 },
     frequency_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2, description: 'Lowers a token by this times its count in the output so far.' },
     presence_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2, description: 'Lowers a token by this once it is in the output.' },
+    logit_bias: {
+      type: ['object', 'null'], additionalProperties: { type: 'number' },
+      description: "Token id (a decimal string) to a bias from -100 to 100 added to the token's logit; -100 bans it. At most 1024 tokens.",
+    },
     seed: { type: ['integer', 'null'], minimum: -MAX_SAFE, maximum: MAX_SAFE },
     n: { type: ['integer', 'null'], minimum: 1, description: 'Only 1.' },
     stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }, { type: 'null' }], description: 'A string or up to 4.' },

@@ -69,6 +69,7 @@ export function generationOf(completion: StoredChatCompletion): GenerationPlan {
     sampling: {
       temperature: request.temperature, topP: request.topP, seed: request.seed, maxOutputTokens: request.maxCompletionTokens,
       frequencyPenalty: request.frequencyPenalty ?? 0, presencePenalty: request.presencePenalty ?? 0,
+      ...(request.logitBias && request.logitBias.length > 0 ? { logitBias: request.logitBias } : {}),
     },
   };
   if (request.stop.length > 0) plan.stop = request.stop;

@@ -146,6 +146,30 @@ function stopOf(body: CreateChatCompletionBody): string[] {
   return stop;
 }
 
+/** Tokens a `logit_bias` may name. */
+const MAX_LOGIT_BIAS_TOKENS = 1024;
+
+/**
+ * OpenAI's `logit_bias`: keys are token ids written as non-negative decimal integers, values -100
+ * to 100; refused as OpenAI refuses them. Biases of 0 change nothing and are left out.
+ */
+function logitBiasOf(body: CreateChatCompletionBody): Array<[number, number]> {
+  if (body.logit_bias === undefined || body.logit_bias === null) return [];
+  const entries = Object.entries(body.logit_bias);
+  if (entries.length > MAX_LOGIT_BIAS_TOKENS) throw invalidRequest('logit_bias', `logit_bias names at most ${MAX_LOGIT_BIAS_TOKENS} tokens; it names ${entries.length}.`);
+  const pairs: Array<[number, number]> = [];
+  for (const [key, value] of entries) {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(key) || Number(key) > 2 ** 31 - 1) {
+      throw invalidRequest('logit_bias', `Invalid key in 'logit_bias': ${JSON.stringify(key)}. Keys are token ids, non-negative integers.`);
+    }
+    if (value < -100 || value > 100) {
+      throw invalidRequest('logit_bias', `Invalid value for 'logit_bias' token ${key}: ${value}. A bias is from -100 to 100.`);
+    }
+    if (value !== 0) pairs.push([Number(key), value]);
+  }
+  return pairs.sort((a, b) => a[0] - b[0]);
+}
+
 export interface PreparedChatCompletion {
   completion: StoredChatCompletion;
   task: Task;
@@ -162,6 +186,7 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
   }
   const messages = normalizeMessages(body.messages);
   const stop = stopOf(body);
+  const logitBias = logitBiasOf(body);
   const responseFormat = responseFormatOf(body);
   const tools = toolsOf(body);
   const toolChoice = toolChoiceOf(body, tools);
@@ -182,6 +207,7 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
     seed: body.seed ?? randomSeed(),
     frequencyPenalty: body.frequency_penalty ?? 0,
     presencePenalty: body.presence_penalty ?? 0,
+    ...(logitBias.length > 0 ? { logitBias } : {}),
     stop,
     responseFormat,
     tools,

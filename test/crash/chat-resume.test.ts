@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { ChatCompletionChunk, ChatCompletionObject } from '../../src/api/chat-completions.js';
 import type { TaskEvent, TaskObject } from '../../src/api/types.js';
+import { syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 import { readSse } from '../helpers/sse.js';
 
@@ -60,9 +61,10 @@ async function streamAndKill(service: TestService, body: object, killAt: number)
 }
 
 describe('chat completions survive SIGKILL (LMSP 13, 7.5)', () => {
-  // Penalties count every token generated before, the resumed ones too: the resumed run samples as
-  // the uninterrupted one does.
-  for (const [title, extra] of [['', {}], [' (with frequency and presence penalties)', { frequency_penalty: 1.5, presence_penalty: 0.5 }]] as const) {
+  // Penalties count every token generated before, the resumed ones too, and a logit bias applies
+  // after the restart as before: the resumed run samples as the uninterrupted one does.
+  const biased = { frequency_penalty: 1.5, presence_penalty: 0.5, logit_bias: { [syntheticByteTokenId(0x65)]: 6, [syntheticByteTokenId(0x6f)]: -100 } };
+  for (const [title, extra] of [['', {}], [' (with frequency and presence penalties and a logit bias)', biased]] as const) {
     test(`on_restart resume: the resumed completion equals an uninterrupted run${title}`, { timeout: 180_000 }, () =>
       withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (first) => {
         const body = { ...BODY, ...extra };
@@ -71,7 +73,7 @@ describe('chat completions survive SIGKILL (LMSP 13, 7.5)', () => {
         assert.equal(reference.usage.completion_tokens, MAX_TOKENS);
         if (Object.keys(extra).length > 0) {
           const plain = await json<ChatCompletionObject>(await api(first, '/v1/chat/completions', { method: 'POST', json: BODY }));
-          assert.notEqual(plain.choices[0]!.message.content, expected, 'the penalties change the text');
+          assert.notEqual(plain.choices[0]!.message.content, expected, 'the penalties and the bias change the text');
         }
 
         const { taskId, completionId, streamed } = await streamAndKill(first, { ...body, on_restart: 'resume' }, 120);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { ChatCompletionChunk, ChatCompletionObject } from '../../src/api/chat-completions.js';
 import type { TaskEvent, TaskObject } from '../../src/api/types.js';
+import { SYNTHETIC_SPACE_TOKEN_ID, syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
 import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 import { collectSse, readSse } from '../helpers/sse.js';
 
@@ -122,6 +123,29 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.equal(await text({ frequency_penalty: 0, presence_penalty: 0 }), greedy, '0 is no penalty');
   }));
 
+  test('logit_bias: +100 makes a token the only choice, -100 bans it, ids past the vocabulary change nothing; repeatable', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const text = async (extra: object) =>
+      (await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 40, seed: 11, temperature: 1, ...extra }))).choices[0]!.message.content!;
+    const free = await text({});
+    const only = await text({ logit_bias: { [syntheticByteTokenId(0x51)]: 100 } });
+    assert.equal(only, 'Q'.repeat(40), 'a bias of 100 on Q: nothing but Q');
+    // Every token the free text used, banned: none of its characters comes back.
+    const used = [...new Set(free)];
+    // A space is the byte token or the model's word-boundary token: both go.
+    const tokensOf = (character: string) => (character === ' ' ? [syntheticByteTokenId(0x20), SYNTHETIC_SPACE_TOKEN_ID] : [syntheticByteTokenId(character.charCodeAt(0))]);
+    const ban = Object.fromEntries(used.flatMap(tokensOf).map((token) => [token, -100]));
+    const banned = await text({ logit_bias: ban });
+    assert.equal(banned.length > 0, true);
+    assert.deepEqual([...banned].filter((character) => used.includes(character)), [], `${JSON.stringify(banned)} uses none of ${JSON.stringify(used.join(''))}`);
+    assert.equal(await text({ logit_bias: ban }), banned, 'the same request, the same text');
+    // A bias is added to the logit: a middling one makes Q common without taking over; a bias of 0
+    // and ids past the vocabulary change nothing.
+    const mild = await text({ logit_bias: { [syntheticByteTokenId(0x51)]: 8 } });
+    assert.ok([...mild].filter((character) => character === 'Q').length > [...free].filter((character) => character === 'Q').length, `more Q with a bias of 8: ${JSON.stringify(mild)}`);
+    assert.ok(mild !== 'Q'.repeat(40));
+    assert.equal(await text({ logit_bias: { [syntheticByteTokenId(0x51)]: 0, 999999: 100 } }), free);
+  }));
+
   test('stop: the content ends before the earliest stop sequence, which is not sent; finish_reason stop', { timeout: 60_000 }, () => withService({}, async (service) => {
     const free = (await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 40, seed: 9, temperature: 0 }))).choices[0]!.message.content!;
     const stop = free.slice(10, 13);
@@ -157,6 +181,14 @@ describe('Chat Completions (LMSP 13)', () => {
       [{ on_restart: 'later' }, 400, 'invalid_request', 'on_restart'],
       [{ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) }, 400, 'invalid_request', 'metadata'],
       [{ metadata: { k: 1 } }, 400, 'invalid_request', 'metadata.k'],
+      [{ logit_bias: { 12: 101 } }, 400, 'invalid_request', 'logit_bias'],
+      [{ logit_bias: { 12: -100.5 } }, 400, 'invalid_request', 'logit_bias'],
+      [{ logit_bias: { abc: 1 } }, 400, 'invalid_request', 'logit_bias'],
+      [{ logit_bias: { '-1': 1 } }, 400, 'invalid_request', 'logit_bias'],
+      [{ logit_bias: { '01': 1 } }, 400, 'invalid_request', 'logit_bias'],
+      [{ logit_bias: { 12: 'up' } }, 400, 'invalid_request', 'logit_bias[12]'],
+      [{ logit_bias: [1, 2] }, 400, 'invalid_request', 'logit_bias'],
+      [{ logit_bias: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [String(i), 1])) }, 400, 'invalid_request', 'logit_bias'],
       [{ logprobs: true }, 400, 'invalid_request', 'logprobs'],
       [{ top_logprobs: 2 }, 400, 'invalid_request', 'top_logprobs'],
       [{ logprobs: false, top_logprobs: 0 }, 400, 'invalid_request', 'top_logprobs'],
