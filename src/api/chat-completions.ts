@@ -16,6 +16,9 @@ export interface ChatUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** OpenAI's breakdowns, always 0 here: no prompt cache is reused, no audio, no reasoning, no predictions. */
+  prompt_tokens_details: { cached_tokens: number; audio_tokens: number };
+  completion_tokens_details: { reasoning_tokens: number; audio_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number };
 }
 
 export interface ChatCompletionObject {
@@ -102,7 +105,11 @@ export function toToolCallObjects(calls: readonly ChatToolCall[]): ChatToolCallO
 
 export function chatUsage(task: Pick<Task, 'inputTokens' | 'outputTokens'>): ChatUsage {
   const prompt = task.inputTokens ?? 0;
-  return { prompt_tokens: prompt, completion_tokens: task.outputTokens, total_tokens: prompt + task.outputTokens };
+  return {
+    prompt_tokens: prompt, completion_tokens: task.outputTokens, total_tokens: prompt + task.outputTokens,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+  };
 }
 
 /** The completion as it is now: while its task runs, the text and calls so far and no finish reason. */

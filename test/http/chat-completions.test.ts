@@ -95,6 +95,9 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.equal(body.usage.completion_tokens, 12);
     assert.ok(body.usage.prompt_tokens > 0);
     assert.equal(body.usage.total_tokens, body.usage.prompt_tokens + 12);
+    // OpenAI's breakdowns, which typed clients read without checking for them: all 0 here.
+    assert.deepEqual(body.usage.prompt_tokens_details, { cached_tokens: 0, audio_tokens: 0 });
+    assert.deepEqual(body.usage.completion_tokens_details, { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
     // store: false (the default): the completion and its task are gone once it has finished.
     await waitFor(async () => (await api(service, `/v1/tasks/${taskId}`)).status === 404, { what: 'the ephemeral task to be deleted' });
     assert.equal((await api(service, `/v1/chat/completions/${body.id}`)).status, 404);
