@@ -1,5 +1,6 @@
 /** A task's log as a server-sent event stream (LMSP 6, 7.3): the replay, then live, until the terminal event. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import Negotiator from 'negotiator';
 import type { Client } from '../domain/clients.js';
 import { invalidRequest } from '../domain/errors.js';
 import { followTask, type FollowEnd } from '../tasks/follow.js';
@@ -56,6 +57,15 @@ export function lastEventIdOf(request: FastifyRequest): number | null {
  */
 export function sequenceNumberOf(decimal: string): number {
   return Math.min(Number(decimal), Number.MAX_SAFE_INTEGER);
+}
+
+/**
+ * Whether the request's `Accept` prefers a server-sent event stream to JSON (LMSP 7.3): media
+ * types compared without regard to case, and `q` weights honoured, as HTTP defines them; without
+ * `Accept`, or with any type allowed, JSON.
+ */
+export function wantsEventStream(request: FastifyRequest): boolean {
+  return new Negotiator(request).mediaType(['application/json', 'text/event-stream']) === 'text/event-stream';
 }
 
 /**

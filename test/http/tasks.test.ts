@@ -88,6 +88,29 @@ describe('Tasks API and event streams (LMSP 7.1, 7.3)', () => {
       assert.deepEqual(finished, []);
     }));
 
+  test('Accept is read as HTTP defines it: media types in any case, q weights, and JSON without a preference', () => withService({}, async (service) => {
+    const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 3 });
+    const path = `/v1/tasks/${created.body.task.id}/events`;
+    const cases: Array<[string | null, 'stream' | 'json']> = [
+      ['text/event-stream', 'stream'],
+      ['TEXT/Event-Stream', 'stream'],
+      ['application/json;q=0.5, text/event-stream', 'stream'],
+      ['text/event-stream, */*;q=0.1', 'stream'],
+      ['text/event-stream;q=0.5, application/json', 'json'],
+      ['application/json', 'json'],
+      ['*/*', 'json'],
+      ['text/html', 'json'],
+      [null, 'json'],
+    ];
+    for (const [accept, expected] of cases) {
+      const response = await api(service, path, accept === null ? {} : { headers: { accept } });
+      assert.equal(response.status, 200);
+      const type = response.headers.get('content-type') ?? '';
+      assert.equal(type.startsWith('text/event-stream') ? 'stream' : type.startsWith('application/json') ? 'json' : type, expected, `Accept: ${accept}`);
+      await response.arrayBuffer();
+    }
+  }));
+
   test('a live follower sees each commit as it happens', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '100' } }, async (service) => {
     const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 8 });
     const response = await api(service, `/v1/tasks/${created.body.task.id}/events?stream=true`);

@@ -8,7 +8,7 @@ import { clientKeyOf, clientOf } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { sendStoredAnswer } from '../idempotency.js';
 import { idParams, listTasksQuery, taskEventsQuery } from '../schemas.js';
-import { sequenceNumberOf, streamStart, streamTaskEvents } from '../streams.js';
+import { sequenceNumberOf, streamStart, streamTaskEvents, wantsEventStream } from '../streams.js';
 
 export function registerTaskRoutes(app: FastifyInstance, context: AppContext): void {
   const { core } = context;
@@ -37,7 +37,7 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
     const query = request.query as { starting_after: string; limit: number; stream?: boolean };
     const client = clientOf(request);
     const task = visibleTask(core, client, id);
-    if (query.stream === true || (request.headers.accept ?? '').includes('text/event-stream')) {
+    if (query.stream === true || wantsEventStream(request)) {
       await streamTaskEvents(context, reply, client, task.id, streamStart(request, query.starting_after));
       return;
     }
