@@ -19,9 +19,19 @@ export class EventStream {
     return this.abort.signal;
   }
 
+  /** Whether the stream was ended by `close` (the service), not by its client. */
+  private closed = false;
+
   /** Whether the client left before the stream was ended by us. */
   get clientGone(): boolean {
-    return this.abort.signal.aborted && !this.reply.raw.writableFinished;
+    return this.abort.signal.aborted && !this.closed && !this.reply.raw.writableFinished;
+  }
+
+  /** Ends the stream now, whatever it was following: the frames written so far, then the end. */
+  close(): void {
+    this.closed = true;
+    this.abort.abort();
+    this.end();
   }
 
   async send(events: LoggedEvent[]): Promise<void> {

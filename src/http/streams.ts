@@ -19,11 +19,17 @@ export async function streamTaskEvents(context: AppContext, reply: FastifyReply,
     place?: () => void;
     /** Runs once the log is followed to its end, before the stream is closed. */
     beforeClose?: (clientGone: boolean) => Promise<void>;
+    /**
+     * A revoke cuts the connection, as a disconnect would (a create: its task is cancelled as on
+     * a disconnect). Without it a revoke ends the stream cleanly: the events sent so far, then
+     * the end of the response, which a reconnecting client follows with a 401.
+     */
+    cutOnRevoke?: boolean;
   } = {}): Promise<{ end: FollowEnd; clientGone: boolean }> {
   const { store, bus } = context.core;
   const release = options.place ?? context.connections.openStream(client.id);
   let stream: EventStream | null = null;
-  const unbind = context.connections.bind(client.id, () => reply.raw.destroy());
+  const unbind = context.connections.bind(client.id, () => (stream && !options.cutOnRevoke ? stream.close() : reply.raw.destroy()));
   try {
     stream = new EventStream(reply, context.heartbeatMs, options.headers ?? {});
     const opened = stream;

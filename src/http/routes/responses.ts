@@ -46,7 +46,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
       }
       // The head of the first answer again: its Location as well as its events.
       const headers = { 'idempotent-replayed': 'true', location: responseLocation(responseIdOf(task)) };
-      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers, ...(place ? { place } : {}) });
+      await streamTaskEvents(context, reply, client, answer.streamTaskId, 0, { headers, cutOnRevoke: true, ...(place ? { place } : {}) });
       return;
     }
     place?.();
@@ -86,6 +86,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     await streamTaskEvents(context, reply, client, task.id, 0, {
       headers: { location: responseLocation(response.id) },
       place,
+      cutOnRevoke: true,
       ...(response.background ? {} : {
         beforeClose: async (clientGone: boolean) => {
           await settleResponseRequest(core, task, key, {
