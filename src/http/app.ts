@@ -101,6 +101,31 @@ export function toServiceError(error: unknown): ServiceError {
   return new ServiceError('internal_error', undefined, { cause: error });
 }
 
+interface QuerySchema {
+  properties?: Record<string, { type?: string | string[] }>;
+}
+
+/**
+ * What type coercion would let through in a query string (LMSP 2: a field of the wrong type is a
+ * 400 naming it): an integer must be written in decimal digits (`0x10`, `1e1`, `+1`, ` 1` and
+ * `1.0` are refused, not read as numbers), and no field may be given twice.
+ */
+function queryTextCheck(schema: QuerySchema): (query: Record<string, unknown>) => ServiceError | null {
+  const properties = Object.entries(schema.properties ?? {});
+  const integers = new Set(properties.filter(([, property]) => [property.type].flat().includes('integer')).map(([name]) => name));
+  const known = new Set(properties.map(([name]) => name));
+  return (query) => {
+    for (const [name, value] of Object.entries(query ?? {})) {
+      if (!known.has(name)) continue;
+      if (Array.isArray(value)) return invalidRequest(name, `Invalid value for '${name}': it is given more than once.`);
+      if (integers.has(name) && typeof value === 'string' && !/^-?(0|[1-9][0-9]*)$/.test(value)) {
+        return invalidRequest(name, `Invalid value for '${name}': must be an integer written in decimal digits.`);
+      }
+    }
+    return null;
+  };
+}
+
 export interface RouteEntry {
   method: string;
   url: string;
@@ -153,7 +178,21 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   // a 400 naming the field); query strings are text and are coerced to their declared types.
   const bodyValidator = new Ajv.default({ coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, strict: false });
   const queryValidator = new Ajv.default({ coerceTypes: true, useDefaults: true, removeAdditional: false, allErrors: false, strict: false });
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyValidator : queryValidator).compile(schema));
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart === 'body') return bodyValidator.compile(schema);
+    const validate = queryValidator.compile(schema);
+    if (httpPart !== 'querystring') return validate;
+    const check = queryTextCheck(schema as QuerySchema);
+    // Fastify reads a failed validation's errors from the function it was given.
+    const checked = Object.assign((data: unknown) => {
+      const refusal = check(data as Record<string, unknown>);
+      if (refusal) return { error: refusal };
+      const valid = validate(data);
+      checked.errors = validate.errors;
+      return valid;
+    }, { errors: null as typeof validate.errors });
+    return checked;
+  });
 
   // JSON only (LMSP section 2). An empty body is an empty object, so body-less POSTs (cancel,
   // verify) work with clients that still send `Content-Type: application/json`.

@@ -59,6 +59,29 @@ describe('hostile input (LMSP sections 2, 5)', () => {
     }
   }));
 
+  test('integers in a query string are decimal digits, and a field given twice is refused, each a 400 naming it', () => withService({}, async (service) => {
+    await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+    for (const route of ['/v1/tasks', '/v1/clients', '/v1/chat/completions']) {
+      for (const value of ['0x1', '1e0', '+1', '%201', '1.0', '1.5', 'abc', '']) {
+        const response = await api(service, `${route}?limit=${value}`);
+        assert.equal(response.status, 400, `limit=${value} on ${route}`);
+        const error = await errorOf(response);
+        assert.deepEqual([error.code, error.param], ['invalid_request', 'limit'], `limit=${value} on ${route}`);
+      }
+      const twice = await api(service, `${route}?limit=1&limit=1`);
+      assert.equal(twice.status, 400);
+      const error = await errorOf(twice);
+      assert.equal(error.param, 'limit');
+      assert.match(error.message, /more than once/);
+      const fine = await api(service, `${route}?limit=1`);
+      assert.equal(fine.status, 200, route);
+      assert.ok(((await fine.json()) as { data: unknown[] }).data.length <= 1);
+    }
+    const ordered = await api(service, '/v1/tasks?order=asc&order=asc');
+    assert.equal(ordered.status, 400);
+    assert.equal((await errorOf(ordered)).param, 'order');
+  }));
+
   test('POST /v1/models tells nothing of files outside the models directory, nor where that directory is', () => withService({}, async (service) => {
     const outside = mkdtempSync(join(tmpdir(), 'lmsp-outside-'));
     try {
