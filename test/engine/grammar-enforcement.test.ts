@@ -45,6 +45,11 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   }, required: ['code', 'word', 'quoted', 'any'] }],
   ['format', { type: 'object', properties: Object.fromEntries(['date', 'time', 'date-time', 'uuid', 'email', 'hostname', 'ipv4', 'uri']
     .map((format) => [format, { type: 'string', format }])), required: ['date', 'time', 'date-time', 'uuid', 'email', 'hostname', 'ipv4', 'uri'] }],
+  // OpenAPI's formats of numbers, as ajv-formats checks them: int32 in its range, int64, float, double.
+  ['format of numbers', { type: 'object', properties: {
+    a: { type: 'integer', format: 'int32' }, b: { type: 'integer', format: 'int64' }, c: { type: 'number', format: 'float' },
+    d: { type: 'number', format: 'double' }, e: { type: 'number', format: 'int32', minimum: 2147483000 },
+  }, required: ['a', 'b', 'c', 'd', 'e'] }],
   // What Zod 4 writes for z.email(), z.uuid(), z.iso.datetime(), z.iso.date(), z.ipv4(), z.hostname(), z.nanoid().
   ['format with pattern, as Zod writes them', zodFormats()],
   ['format, pattern and lengths together', { type: 'object', properties: {

@@ -99,6 +99,8 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['a pattern with a length', { type: 'string', pattern: 'a+', minLength: 2 }],
     ['a pattern that begins with lookaheads', { type: 'string', pattern: '^(?!x)(?!.*--)[a-z-]{3,8}$' }],
     ['a format lmsp does not know, beside the pattern that says what it is', { type: 'string', format: 'nanoid', pattern: '^[a-zA-Z0-9_-]{21}$' }],
+    ['the formats of numbers', { type: 'object', properties: { a: { type: 'integer', format: 'int32' }, b: { type: 'number', format: 'double' } } }],
+    ['a string format on a type that allows strings and integers', { type: ['integer', 'string'], format: 'date' }],
   ];
   for (const [name, schema] of supported) {
     test(`supported: ${name}`, () => assert.deepEqual(checkSchemaSupported(schema), { ok: true }));
@@ -116,6 +118,9 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['a pattern with a lookahead, not anchored', { type: 'string', pattern: '(?=a)b' }, 'pattern', '/pattern'],
     ['a pattern with a backreference', { type: 'string', pattern: '(a)\\1' }, 'pattern', '/pattern'],
     ['a pattern with a $ before more', { type: 'string', pattern: '(a$)b' }, 'pattern', '/pattern'],
+    ['a string format on an integer', { type: 'integer', format: 'date' }, 'format', '/format'],
+    ['an unknown format on a number, nested', { type: 'object', properties: { n: { type: 'number', format: 'decimal128' } } }, 'format', '/properties/n/format'],
+    ['int32 with bounds outside its range', { type: 'integer', format: 'int32', minimum: 3000000000 }, 'minimum', '/minimum'],
     ['an unknown format with a length only', { type: 'string', format: 'ipv6', maxLength: 40 }, 'format', '/format'],
     ['oneOf whose branches overlap', { oneOf: [{ type: 'number' }, { type: 'integer' }] }, 'oneOf', '/oneOf'],
     ['a fractional multipleOf', { type: 'number', multipleOf: 0.01 }, 'multipleOf', '/multipleOf'],

@@ -272,7 +272,11 @@ class SchemaScope {
   }
 
   private number(schema: Schema, pointer: string, integer: boolean): string {
+    const format = numberFormat(schema, pointer);
+    if (format?.integer) integer = true;
     const bounds = numberBounds(schema, pointer);
+    if (format?.minimum !== undefined && (bounds.minimum === null || bounds.minimum < format.minimum)) [bounds.minimum, bounds.exclusiveMinimum] = [format.minimum, false];
+    if (format?.maximum !== undefined && (bounds.maximum === null || bounds.maximum > format.maximum)) [bounds.maximum, bounds.exclusiveMaximum] = [format.maximum, false];
     const bounded = bounds.minimum !== null || bounds.maximum !== null;
     if (schema.multipleOf !== undefined) {
       const step = schema.multipleOf;
@@ -498,6 +502,31 @@ function undeclaredKey(keys: readonly string[]): string {
     return `(${options.join(' | ')})`;
   };
   return `"\\"" ${render(root)}`;
+}
+
+/**
+ * The formats of numbers that OpenAPI writes (`int32`, `int64`, `float`, `double`), as ajv-formats
+ * checks them: int32 and int64 are integers in their ranges, float and double any number.
+ */
+const NUMBER_FORMATS: Record<string, { integer: boolean; minimum?: number; maximum?: number }> = {
+  int32: { integer: true, minimum: -(2 ** 31), maximum: 2 ** 31 - 1 },
+  // Integers are written with at most MAX_INTEGER_DIGITS (15) digits: always within int64.
+  int64: { integer: true },
+  float: { integer: false },
+  double: { integer: false },
+};
+
+/**
+ * The number format a schema asks for; another format is refused (LMSP 6.1: never ignored),
+ * unless the schema also allows strings, whose branch enforces or refuses it.
+ */
+function numberFormat(schema: Schema, pointer: string): (typeof NUMBER_FORMATS)[string] | null {
+  const format = schema.format;
+  if (format === undefined) return null;
+  if (typeof format !== 'string') unsupported('format', pointer, 'format must be a string');
+  if (Object.hasOwn(NUMBER_FORMATS, format)) return NUMBER_FORMATS[format]!;
+  if (declaredTypes(schema, pointer)?.includes('string')) return null;
+  return unsupported('format', pointer, `format ${JSON.stringify(format)} is not supported for numbers (int32, int64, float and double are)`);
 }
 
 function numberBounds(schema: Schema, pointer: string): NumberBounds {
