@@ -88,6 +88,8 @@ export interface ResponseObject {
   tools: FunctionToolObject[];
   tool_choice: ToolChoiceParam;
   parallel_tool_calls: boolean;
+  /** OpenAI's: `disabled` or `auto`. */
+  truncation: 'disabled' | 'auto';
 }
 
 /** LMSP 6.1 `text.format` as the response shows it. */
@@ -220,6 +222,7 @@ export interface CreateResponseBody {
   tools?: FunctionToolParam[] | null;
   tool_choice?: ToolChoiceParam | null;
   parallel_tool_calls?: boolean | null;
+  truncation?: 'disabled' | 'auto' | null;
 }
 
 export type TextFormatParam =

@@ -103,12 +103,13 @@ export function finishedToolItems(response: ResponseHeader, task: Task, text: st
 }
 
 /** LMSP 6.1, 6.2: what the request asked of the output, as OpenAI shows it on the response. */
-function requestedOutputOf(response: ResponseHeader): Pick<ResponseObject, 'text' | 'tools' | 'tool_choice' | 'parallel_tool_calls'> {
+function requestedOutputOf(response: ResponseHeader): Pick<ResponseObject, 'text' | 'tools' | 'tool_choice' | 'parallel_tool_calls' | 'truncation'> {
   return {
     text: { format: response.textFormat ?? { type: 'text' } },
     tools: (response.tools ?? []).map((tool) => ({ ...tool })),
     tool_choice: response.toolChoice ?? 'auto',
     parallel_tool_calls: response.parallelToolCalls ?? true,
+    truncation: response.truncation ?? 'disabled',
   };
 }
 

@@ -75,6 +75,8 @@ export interface StoredResponse {
   tools?: FunctionTool[];
   toolChoice?: ResponseToolChoice;
   parallelToolCalls?: boolean;
+  /** OpenAI's `truncation`: `auto` leaves out the oldest messages that do not fit; absent is `disabled`. */
+  truncation?: 'disabled' | 'auto';
   /** The function calls of the finished response; while it runs they live in its events. */
   outputCalls?: FunctionCallOutput[] | null;
 }

@@ -167,6 +167,7 @@ export const createResponseBody = {
     },
     tool_choice: { ...toolChoice, description: 'auto (default), none, required, or {type: "function", name}.' },
     parallel_tool_calls: { type: ['boolean', 'null'], description: 'Default true: one turn may hold several calls.' },
+    truncation: { enum: ['disabled', 'auto', null], description: 'disabled (default): an input that does not fit is refused; auto: the oldest messages are left out until it fits.' },
   },
 } as const;
 

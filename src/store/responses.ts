@@ -27,6 +27,7 @@ export interface DbResponse {
   tools: string | null;
   tool_choice: string | null;
   parallel_tool_calls: number;
+  truncation: 'disabled' | 'auto';
   output_calls: string | null;
 }
 
@@ -35,7 +36,7 @@ export type DbResponseHeader = Omit<DbResponse, 'input_items' | 'context' | 'out
 /** The columns of a response's header: everything but the input, the context and the final text. */
 export const RESPONSE_HEADER_COLUMNS = ['id', 'client_id', 'model', 'created_at', 'background', 'stream', 'store', 'instructions',
   'previous_response_id', 'max_output_tokens', 'temperature', 'top_p', 'seed', 'metadata', 'output_item_id',
-  'text_format', 'tools', 'tool_choice', 'parallel_tool_calls'] as const;
+  'text_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'truncation'] as const;
 
 export function toResponseHeader(row: DbResponseHeader): ResponseHeader {
   return {
@@ -58,6 +59,7 @@ export function toResponseHeader(row: DbResponseHeader): ResponseHeader {
     ...(row.tools === null ? {} : { tools: JSON.parse(row.tools) as FunctionTool[] }),
     ...(row.tool_choice === null ? {} : { toolChoice: JSON.parse(row.tool_choice) as ResponseToolChoice }),
     parallelToolCalls: row.parallel_tool_calls === 1,
+    truncation: row.truncation,
   };
 }
 
@@ -85,10 +87,10 @@ export class ResponseTable {
     this.insertStatement = db.prepare(`
       INSERT INTO responses (id, client_id, model, created_at, background, stream, store, instructions,
         previous_response_id, max_output_tokens, temperature, top_p, seed, metadata, input_items, context,
-        output_item_id, output_text, text_format, tools, tool_choice, parallel_tool_calls)
+        output_item_id, output_text, text_format, tools, tool_choice, parallel_tool_calls, truncation)
       VALUES (@id, @client_id, @model, @created_at, @background, @stream, @store, @instructions,
         @previous_response_id, @max_output_tokens, @temperature, @top_p, @seed, @metadata, @input_items, @context,
-        @output_item_id, @output_text, @text_format, @tools, @tool_choice, @parallel_tool_calls)`);
+        @output_item_id, @output_text, @text_format, @tools, @tool_choice, @parallel_tool_calls, @truncation)`);
     this.getStatement = db.prepare<[string], DbResponse>('SELECT * FROM responses WHERE id = ?');
     this.getHeaderStatement = db.prepare<[string], DbResponseHeader>(
       `SELECT ${RESPONSE_HEADER_COLUMNS.join(', ')} FROM responses WHERE id = ?`);
@@ -123,6 +125,7 @@ export class ResponseTable {
       tools: response.tools?.length ? JSON.stringify(response.tools) : null,
       tool_choice: response.toolChoice ? JSON.stringify(response.toolChoice) : null,
       parallel_tool_calls: response.parallelToolCalls === false ? 0 : 1,
+      truncation: response.truncation ?? 'disabled',
     });
   }
 

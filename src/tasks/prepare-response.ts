@@ -44,6 +44,13 @@ function normalizeMessages(messages: MessageInput[]): InputItem[] {
 }
 
 
+/** A conversation cut at its start may begin with the outputs of calls left out: they go too. */
+function withoutOrphanOutputs(context: ChatMessage[]): ChatMessage[] {
+  let start = 0;
+  while (start < context.length && context[start]!.role === 'tool') start += 1;
+  return context.slice(start);
+}
+
 export interface PreparedResponse {
   response: StoredResponse;
   task: Task;
@@ -87,7 +94,8 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     throw invalidRequest('max_output_tokens', `max_output_tokens must be at most the model's context length (${contextLength})`);
   }
   const instructions = body.instructions ?? null;
-  const messages = promptMessages({ instructions, context });
+  const truncation = body.truncation ?? 'disabled';
+  let messages = promptMessages({ instructions, context });
   // Every token covers at least one byte, so bytes plus the template's allowance bound the prompt
   // from above; only when that bound does not fit is the exact count asked of the engine. The
   // whole message counts (a call's arguments are rendered too), and so do the tools' definitions.
@@ -95,24 +103,53 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const bound = messages.reduce((sum, message) => sum + Buffer.byteLength(JSON.stringify(message)) + TEMPLATE_ALLOWANCE_PER_MESSAGE,
     TEMPLATE_ALLOWANCE_PER_MESSAGE + toolBytes);
   if (bound + maxOutputTokens > contextLength) {
-    let inputTokens: number | null = null;
-    try {
-      inputTokens = (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, messages,
-        tooling.tools?.map(toToolDefinition))).tokens;
-    } catch {
-      // The engine cannot tell now (model unreadable, runner down): the task checks it again.
-    }
+    const count = async (candidate: typeof messages): Promise<number | null> => {
+      try {
+        return (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, candidate,
+          tooling.tools?.map(toToolDefinition))).tokens;
+      } catch {
+        // The engine cannot tell now (model unreadable, runner down): the task checks it again.
+        return null;
+      }
+    };
+    let inputTokens = await count(messages);
     // LMSP 6: the input plus max_output_tokens must fit, the default (1024) as much as a limit
     // the client sent. Only a model whose whole context is no larger than the default, where it
     // could never fit beside any input, gets the room the input leaves instead.
     const mustFit = asked !== null || contextLength > DEFAULT_MAX_OUTPUT_TOKENS;
-    const fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, mustFit, contextLength);
+    let fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, mustFit, contextLength);
+    if (fitted === null && truncation === 'auto') {
+      // OpenAI's `truncation: "auto"`: the fewest oldest messages are left out for the rest to fit
+      // (a binary search over how many: fewer left out never fits when more does not).
+      let low = 1;
+      let high = context.length - 1;
+      let best: { context: ChatMessage[]; tokens: number; fitted: number } | null = null;
+      while (low <= high) {
+        const dropped = Math.floor((low + high) / 2);
+        const kept = withoutOrphanOutputs(context.slice(dropped));
+        const tokens = kept.length === 0 ? null : await count(promptMessages({ instructions, context: kept }));
+        const room = tokens === null ? null : outputLimitBeside(tokens, maxOutputTokens, mustFit, contextLength);
+        if (tokens !== null && room !== null) {
+          best = { context: kept, tokens, fitted: room };
+          high = dropped - 1;
+        } else {
+          low = dropped + 1;
+        }
+      }
+      if (best) {
+        context = best.context;
+        messages = promptMessages({ instructions, context });
+        inputTokens = best.tokens;
+        fitted = best.fitted;
+      }
+    }
     if (fitted === null) {
       const what = asked === null && mustFit ? `The input (${inputTokens} tokens) and the default max_output_tokens (${maxOutputTokens}) exceed`
         : asked === null ? `The input (${inputTokens} tokens) leaves no room for output in`
         : `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed`;
       const hint = asked === null && mustFit && inputTokens! < contextLength ? ` Send a max_output_tokens of at most ${contextLength - inputTokens!}.` : '';
-      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).${hint}`, { param: 'input' });
+      const truncated = truncation === 'auto' ? ' With truncation: auto, even the last message alone does not fit.' : '';
+      throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).${hint}${truncated}`, { param: 'input' });
     }
     maxOutputTokens = fitted;
   }
@@ -139,6 +176,7 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     outputText: null,
     ...(textFormat ? { textFormat } : {}),
     ...tooling,
+    truncation,
   };
   return { response, task: newResponseTask(response, body.on_restart ?? (background ? 'resume' : 'fail')) };
 }

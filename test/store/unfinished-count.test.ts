@@ -73,6 +73,7 @@ describe('unfinished tasks per client (LMSP 16, migration 0010)', () => {
     // And what the migrations after 0010 made.
     old.exec('DROP TABLE swept_task_logs');
     old.exec('ALTER TABLE models DROP COLUMN file_identity');
+    old.exec('ALTER TABLE responses DROP COLUMN truncation');
     old.prepare('DELETE FROM schema_migrations WHERE version >= 10').run();
     old.close();
 
