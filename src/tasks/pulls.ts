@@ -191,7 +191,9 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
   // What the validator learned about the whole file, before it was moved into place.
   const validated: { facts: GgufFacts | null } = { facts: null };
   let progressWrite: Promise<unknown> | null = null;
+  let reported = false;
   const report = (progress: PullProgressReport & { bytesPerSecond: number }) => {
+    reported = true;
     options.onProgress?.(progress);
     // LMSP 5.1: at most one progress event a second (the download reports no more often); one write at a time.
     progressWrite ??= store.db.write((context) => machine.recordProgress(context, taskId, progress))
@@ -226,7 +228,14 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
     }
   }
   await progressWrite;
-  if (result && validated.facts) return finishPull(deps, task, pull, result, validated.facts);
+  if (result && validated.facts) {
+    // LMSP 5.1: a pull that fetched bytes reports them at least once. An attempt cut short before
+    // its first report, then finished by an answer with no body (416: the file on disk is whole),
+    // reported nothing: the whole file is reported now.
+    if (!reported) report({ downloadedBytes: result.sizeBytes, totalBytes: result.sizeBytes, bytesPerSecond: 0 });
+    await progressWrite;
+    return finishPull(deps, task, pull, result, validated.facts);
+  }
   return settlePullFailure(deps, taskId, partial, failure, options.signal, log);
 }
 

@@ -140,6 +140,22 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.equal(((await (await api(service, '/v1/models/pulled-dropped-once')).json()) as ModelObject).digest, DIGEST);
   });
 
+  test('a pull finished by a 416 (the bytes on disk are the whole file) still reports its bytes in a model.pull.progress', async () => {
+    const path = '/files/short-then-416.gguf';
+    const url = server.serve(path, MODEL);
+    // The whole file under a Content-Length that promises more: read as a dropped connection, then
+    // the range for the rest is answered 416 with the file's real size.
+    server.behaveOnce(path, { declaredLength: MODEL.length + 5000 });
+    const task = await started({ source: url, id: 'pulled-short-then-416' });
+    assert.equal((await finished(task.id)).status, 'completed');
+    assert.equal(server.requestsTo(path)[1]?.range, `bytes=${MODEL.length}-`);
+    const events = await eventsOf(task.id);
+    const progress = events.filter((event) => event.type === 'model.pull.progress');
+    assert.ok(progress.length >= 1, `a progress event among ${events.map((event) => event.type).join(', ')}`);
+    assert.equal(progress.at(-1)!.downloaded_bytes, MODEL.length);
+    assert.equal(events.at(-1)!.type, 'model.pull.completed');
+  });
+
   test('a server that keeps dropping the connection fails the pull with download_failed and leaves nothing', async () => {
     const path = '/files/dropped-always.gguf';
     const url = server.serve(path, MODEL);
