@@ -49,7 +49,8 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   ['format of numbers', { type: 'object', properties: {
     a: { type: 'integer', format: 'int32' }, b: { type: 'integer', format: 'int64' }, c: { type: 'number', format: 'float' },
     d: { type: 'number', format: 'double' }, e: { type: 'number', format: 'int32', minimum: 2147483000 },
-  }, required: ['a', 'b', 'c', 'd', 'e'] }],
+    f: { format: 'int32', maximum: -2147483000 },
+  }, required: ['a', 'b', 'c', 'd', 'e', 'f'] }],
   // What Zod 4 writes for z.email(), z.uuid(), z.iso.datetime(), z.iso.date(), z.ipv4(), z.hostname(), z.nanoid().
   ['format with pattern, as Zod writes them', zodFormats()],
   ['format, pattern and lengths together', { type: 'object', properties: {

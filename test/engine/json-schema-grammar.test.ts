@@ -101,6 +101,7 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['a format lmsp does not know, beside the pattern that says what it is', { type: 'string', format: 'nanoid', pattern: '^[a-zA-Z0-9_-]{21}$' }],
     ['the formats of numbers', { type: 'object', properties: { a: { type: 'integer', format: 'int32' }, b: { type: 'number', format: 'double' } } }],
     ['a string format on a type that allows strings and integers', { type: ['integer', 'string'], format: 'date' }],
+    ['a number format without a type', { format: 'int32' }],
   ];
   for (const [name, schema] of supported) {
     test(`supported: ${name}`, () => assert.deepEqual(checkSchemaSupported(schema), { ok: true }));

@@ -554,6 +554,9 @@ function inferredTypes(schema: Schema): JsonType[] | null {
   const has = (keywords: string[]) => keywords.some((keyword) => schema[keyword] !== undefined);
   if (has(OBJECT_KEYWORDS)) return ['object'];
   if (has(ARRAY_KEYWORDS)) return ['array'];
+  // A number format alone (OpenAPI's int32, ...) says a number, as a string format says a string.
+  const onlyFormat = STRING_KEYWORDS.every((keyword) => keyword === 'format' || schema[keyword] === undefined);
+  if (onlyFormat && typeof schema.format === 'string' && Object.hasOwn(NUMBER_FORMATS, schema.format)) return ['number'];
   if (has(STRING_KEYWORDS)) return ['string'];
   if (has(NUMBER_KEYWORDS)) return ['number'];
   if (schema.nullable === true) return null;
