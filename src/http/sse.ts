@@ -9,6 +9,8 @@ import type { LoggedEvent } from '../domain/tasks.js';
 
 export class EventStream {
   private readonly abort = new AbortController();
+  /** Whether the stream was ended by `close` (the service), not by its client. */
+  private closed = false;
 
   constructor(private readonly reply: FastifyReply, heartbeatMs: number, headers: Record<string, string> = {}) {
     openEventStream(reply, heartbeatMs, headers).on('close', () => this.abort.abort());
@@ -18,9 +20,6 @@ export class EventStream {
   get signal(): AbortSignal {
     return this.abort.signal;
   }
-
-  /** Whether the stream was ended by `close` (the service), not by its client. */
-  private closed = false;
 
   /** Whether the client left before the stream was ended by us. */
   get clientGone(): boolean {

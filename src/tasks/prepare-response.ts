@@ -51,6 +51,29 @@ function withoutOrphanOutputs(context: ChatMessage[]): ChatMessage[] {
   return context.slice(start);
 }
 
+/**
+ * OpenAI's `truncation: "auto"`: the conversation without the fewest oldest messages that makes
+ * `fit` answer (null: it does not fit), found by a binary search over how many are left out
+ * (fewer never fit when more do not); null when even the last message alone does not fit.
+ */
+async function fittingTail<T>(context: ChatMessage[], fit: (kept: ChatMessage[]) => Promise<T | null>): Promise<{ context: ChatMessage[]; fit: T } | null> {
+  let low = 1;
+  let high = context.length - 1;
+  let best: { context: ChatMessage[]; fit: T } | null = null;
+  while (low <= high) {
+    const dropped = Math.floor((low + high) / 2);
+    const kept = withoutOrphanOutputs(context.slice(dropped));
+    const answer = kept.length === 0 ? null : await fit(kept);
+    if (answer !== null) {
+      best = { context: kept, fit: answer };
+      high = dropped - 1;
+    } else {
+      low = dropped + 1;
+    }
+  }
+  return best;
+}
+
 export interface PreparedResponse {
   response: StoredResponse;
   task: Task;
@@ -95,7 +118,7 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   }
   const instructions = body.instructions ?? null;
   const truncation = body.truncation ?? 'disabled';
-  let messages = promptMessages({ instructions, context });
+  const messages = promptMessages({ instructions, context });
   // Every token covers at least one byte, so bytes plus the template's allowance bound the prompt
   // from above; only when that bound does not fit is the exact count asked of the engine. The
   // whole message counts (a call's arguments are rendered too), and so do the tools' definitions.
@@ -119,29 +142,12 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     const mustFit = asked !== null || contextLength > DEFAULT_MAX_OUTPUT_TOKENS;
     let fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, mustFit, contextLength);
     if (fitted === null && truncation === 'auto') {
-      // OpenAI's `truncation: "auto"`: the fewest oldest messages are left out for the rest to fit
-      // (a binary search over how many: fewer left out never fits when more does not).
-      let low = 1;
-      let high = context.length - 1;
-      let best: { context: ChatMessage[]; tokens: number; fitted: number } | null = null;
-      while (low <= high) {
-        const dropped = Math.floor((low + high) / 2);
-        const kept = withoutOrphanOutputs(context.slice(dropped));
-        const tokens = kept.length === 0 ? null : await count(promptMessages({ instructions, context: kept }));
+      const tail = await fittingTail(context, async (kept) => {
+        const tokens = await count(promptMessages({ instructions, context: kept }));
         const room = tokens === null ? null : outputLimitBeside(tokens, maxOutputTokens, mustFit, contextLength);
-        if (tokens !== null && room !== null) {
-          best = { context: kept, tokens, fitted: room };
-          high = dropped - 1;
-        } else {
-          low = dropped + 1;
-        }
-      }
-      if (best) {
-        context = best.context;
-        messages = promptMessages({ instructions, context });
-        inputTokens = best.tokens;
-        fitted = best.fitted;
-      }
+        return room === null ? null : { tokens: tokens!, room };
+      });
+      if (tail) [context, inputTokens, fitted] = [tail.context, tail.fit.tokens, tail.fit.room];
     }
     if (fitted === null) {
       const what = asked === null && mustFit ? `The input (${inputTokens} tokens) and the default max_output_tokens (${maxOutputTokens}) exceed`
