@@ -8,11 +8,7 @@ import type { ClientObject, ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
 import { exchange, openSocket } from '../helpers/raw-http.js';
 import { withDataDir } from '../helpers/data-dir.js';
-import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
-
-async function errorOf(response: Response): Promise<{ code: string; message: string; param: string | null }> {
-  return ((await response.json()) as { error: { code: string; message: string; param: string | null } }).error;
-}
+import { api, errorOf, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
 function as(service: TestService, token: string) {
   return (path: string, init: RequestInit & { json?: unknown } = {}) => api({ url: service.url, token }, path, init);

@@ -122,6 +122,11 @@ export function api(service: Pick<TestService, 'url' | 'token'>, path: string, i
   return fetch(service.url + path, { ...init, headers, body: body ?? null });
 }
 
+/** The `error` object of an LMSP error answer (LMSP 9). */
+export async function errorOf(response: Response): Promise<{ code: string; message: string; param: string | null }> {
+  return ((await response.json()) as { error: { code: string; message: string; param: string | null } }).error;
+}
+
 /** Runs `test` against a fresh service; kills it afterwards and keeps the data directory on failure. */
 export async function withService<T>(options: StartOptions, test: (service: TestService) => Promise<T>): Promise<T> {
   const dataDir = options.dataDir ?? makeDataDir('service');

@@ -9,11 +9,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ResponseObject } from '../../src/api/types.js';
 import { withoutPaths } from '../../src/tasks/scheduler.js';
-import { api, pairClient, withService } from '../helpers/service.js';
-
-async function errorOf(response: Response): Promise<{ code: string; message: string; param: string | null }> {
-  return ((await response.json()) as { error: { code: string; message: string; param: string | null } }).error;
-}
+import { api, errorOf, pairClient, withService } from '../helpers/service.js';
 
 describe('hostile input (LMSP sections 2, 5)', () => {
   test('JSON nested deeper than 64 levels is a 400 invalid_json, with or without an Idempotency-Key, on /v1/pair too', () =>

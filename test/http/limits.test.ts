@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
+import { api, errorOf, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
 function taskCount(service: TestService): number {
   const db = new BetterSqlite3(join(service.dataDir, 'lmsp.db'), { readonly: true });
@@ -15,10 +15,6 @@ function taskCount(service: TestService): number {
   } finally {
     db.close();
   }
-}
-
-async function errorOf(response: Response): Promise<{ code: string; message: string }> {
-  return ((await response.json()) as { error: { code: string; message: string } }).error;
 }
 
 describe('limits and fairness (LMSP section 16)', () => {

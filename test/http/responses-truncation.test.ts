@@ -6,14 +6,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { ResponseObject } from '../../src/api/types.js';
-import { api, withService } from '../helpers/service.js';
+import { api, errorOf, withService } from '../helpers/service.js';
 
 // lmsp-tiny's tokens are bytes, and its context 16,384: 12,000 bytes is 12,000 tokens or more.
 const LONG = 'hello world '.repeat(1000);
-
-async function errorOf(response: Response): Promise<{ code: string; message: string; param: string | null }> {
-  return ((await response.json()) as { error: { code: string; message: string; param: string | null } }).error;
-}
 
 describe('truncation on Responses', () => {
   test('auto leaves out the oldest messages that do not fit; disabled refuses; the input items stay whole', { timeout: 120_000 }, () =>
