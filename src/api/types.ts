@@ -4,7 +4,7 @@
  */
 import type { RestartPolicy, TaskKind, TaskStatus } from '../domain/tasks.js';
 import type { ModelStatus } from '../domain/models.js';
-import type { InputItem, MessageRole } from '../domain/responses.js';
+import type { FunctionCallInputItem, FunctionCallOutputInputItem, InputItem, MessageRole } from '../domain/responses.js';
 
 export type { ErrorBody } from '../domain/errors.js';
 export type { ModelStatus };
@@ -141,7 +141,14 @@ export interface ListObject<T> {
   has_more: boolean;
 }
 
-export interface InputItemList extends ListObject<InputItem> {
+/** An input message on the wire: its `output_text` parts carry `annotations`, as OpenAI's do. */
+export interface InputMessageObject extends Omit<InputItem, 'content'> {
+  content: Array<{ type: 'input_text'; text: string } | OutputText>;
+}
+
+export type InputItemObject = InputMessageObject | FunctionCallInputItem | FunctionCallOutputInputItem;
+
+export interface InputItemList extends ListObject<InputItemObject> {
   first_id: string | null;
   last_id: string | null;
 }
@@ -199,6 +206,9 @@ export interface MessageInput {
   role: MessageRole;
   content: string | Array<{ type: 'input_text' | 'output_text'; text: string }>;
   type?: 'message';
+  /** As OpenAI: an item given back (a previous output message) keeps its id and status. */
+  id?: string;
+  status?: string;
 }
 
 /** The body of `POST /v1/responses` (a subset of the OpenAI Responses API, LMSP section 6). */

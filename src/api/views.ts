@@ -1,9 +1,9 @@
 /** Domain records to wire objects: one function per object, so every answer and event agrees. */
 import type { Client } from '../domain/clients.js';
 import type { Model } from '../domain/models.js';
-import type { ResponseHeader } from '../domain/responses.js';
+import type { ResponseHeader, ResponseInputItem } from '../domain/responses.js';
 import { isIncomplete, type Task, type TaskStatus } from '../domain/tasks.js';
-import type { ClientObject, FunctionCallItem, ModelObject, OutputMessage, ResponseObject, ResponseStatus, TaskObject } from './types.js';
+import type { ClientObject, FunctionCallItem, InputItemObject, ModelObject, OutputMessage, ResponseObject, ResponseStatus, TaskObject } from './types.js';
 
 /** What a response's `status` is while its task is in each state (LMSP section 6). */
 export function responseStatusOf(task: Pick<Task, 'status' | 'finishReason'>): ResponseStatus {
@@ -110,6 +110,15 @@ function requestedOutputOf(response: ResponseHeader): Pick<ResponseObject, 'text
     tool_choice: response.toolChoice ?? 'auto',
     parallel_tool_calls: response.parallelToolCalls ?? true,
     truncation: response.truncation ?? 'disabled',
+  };
+}
+
+/** An input item as `input_items` lists it: OpenAI's item shapes, `annotations` on output text. */
+export function toInputItemObject(item: ResponseInputItem): InputItemObject {
+  if (item.type !== 'message') return item;
+  return {
+    ...item,
+    content: item.content.map((part) => (part.type === 'output_text' ? { type: 'output_text', text: part.text, annotations: [] } : { type: 'input_text', text: part.text })),
   };
 }
 

@@ -20,12 +20,15 @@ export interface ToolCallRef {
 /** An input item as the client sent it, normalised to the OpenAI item shapes. */
 export type ResponseInputItem = InputItem | FunctionCallInputItem | FunctionCallOutputInputItem;
 
+/** An item's status as OpenAI gives it; an item sent without one is `completed`. */
+export type InputItemStatus = 'in_progress' | 'completed' | 'incomplete';
+
 /** An input message, normalised to the OpenAI message item shape. */
 export interface InputItem {
   id: string;
   type: 'message';
   role: MessageRole;
-  status: 'completed';
+  status: InputItemStatus;
   content: Array<{ type: 'input_text' | 'output_text'; text: string }>;
 }
 
@@ -36,7 +39,7 @@ export interface FunctionCallInputItem {
   call_id: string;
   name: string;
   arguments: string;
-  status: 'completed';
+  status: InputItemStatus;
 }
 
 /** LMSP 6.2: the output of a call, given to the model. */
@@ -45,7 +48,7 @@ export interface FunctionCallOutputInputItem {
   type: 'function_call_output';
   call_id: string;
   output: string;
-  status: 'completed';
+  status: InputItemStatus;
 }
 
 export interface StoredResponse {

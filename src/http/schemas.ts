@@ -25,6 +25,8 @@ const message = {
     type: { type: 'string', enum: ['message'] },
     role: { type: 'string', enum: ['user', 'assistant', 'system', 'developer'] },
     content: { anyOf: [{ type: 'string' }, { type: 'array', items: contentPart }] },
+    id: { type: 'string', maxLength: 256 },
+    status: { type: 'string' },
   },
 } as const;
 

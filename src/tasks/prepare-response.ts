@@ -7,7 +7,7 @@ import type { CreateResponseBody, MessageInput } from '../api/types.js';
 import { canSee, type Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { promptMessages, type ChatMessage, type InputItem, type StoredResponse } from '../domain/responses.js';
-import { checkCallsAnswered, conversationWith, normalizeInput, previousTurn } from './response-input.js';
+import { checkCallsAnswered, conversationWith, itemStatus, normalizeInput, previousTurn } from './response-input.js';
 import { isFinal, type RestartPolicy, type Task } from '../domain/tasks.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
@@ -33,10 +33,10 @@ const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
 
 function normalizeMessages(messages: MessageInput[]): InputItem[] {
   return messages.map((message) => ({
-    id: newId('msg'),
+    id: message.id ?? newId('msg'),
     type: 'message',
     role: message.role,
-    status: 'completed',
+    status: itemStatus(message.status),
     content: typeof message.content === 'string'
       ? [{ type: message.role === 'assistant' ? 'output_text' : 'input_text', text: message.content }]
       : message.content.map((part) => ({ type: part.type, text: part.text })),

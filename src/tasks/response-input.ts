@@ -6,7 +6,7 @@
  */
 import type { FunctionCallInput, FunctionCallOutputInput, MessageInput } from '../api/types.js';
 import { invalidRequest } from '../domain/errors.js';
-import type { ChatMessage, InputItem, ResponseInputItem, StoredResponse } from '../domain/responses.js';
+import type { ChatMessage, InputItem, InputItemStatus, ResponseInputItem, StoredResponse } from '../domain/responses.js';
 import { randomBase62 } from '../ids.js';
 
 type Input = MessageInput | FunctionCallInput | FunctionCallOutputInput;
@@ -15,16 +15,21 @@ function itemId(prefix: 'fc' | 'fco'): string {
   return `${prefix}_${randomBase62(24)}`;
 }
 
+/** An item's status as sent, when it is one of OpenAI's; `completed` otherwise. */
+export function itemStatus(status: string | undefined): InputItemStatus {
+  return status === 'in_progress' || status === 'incomplete' ? status : 'completed';
+}
+
 /** The request's input as stored items; messages go through `normalizeMessages`, in order. */
 export function normalizeInput(input: string | Input[], normalizeMessages: (messages: MessageInput[]) => InputItem[]): ResponseInputItem[] {
   const items: Input[] = typeof input === 'string' ? [{ role: 'user', content: input }] : input;
   return items.map((item): ResponseInputItem => {
     if (item.type === 'function_call') {
-      return { id: item.id ?? itemId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' };
+      return { id: item.id ?? itemId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: itemStatus(item.status) };
     }
     if (item.type === 'function_call_output') {
       const output = typeof item.output === 'string' ? item.output : item.output.map((part) => part.text).join('');
-      return { id: item.id ?? itemId('fco'), type: 'function_call_output', call_id: item.call_id, output, status: 'completed' };
+      return { id: item.id ?? itemId('fco'), type: 'function_call_output', call_id: item.call_id, output, status: itemStatus(item.status) };
     }
     return normalizeMessages([item])[0]!;
   });

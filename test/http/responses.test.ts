@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { join } from 'node:path';
-import type { ResponseObject, TaskEvent } from '../../src/api/types.js';
+import type { InputItemList, InputMessageObject, ResponseObject, TaskEvent } from '../../src/api/types.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 import { collectSse, readSse } from '../helpers/sse.js';
 
@@ -203,10 +203,11 @@ describe('Responses API (LMSP section 6)', () => {
     });
     const items = await service.client.inputItems(created.body.id);
     assert.equal(items.object, 'list');
-    assert.deepEqual(items.data.map((item) => [item.type, item.role, item.content[0]!.text]), [['message', 'system', 'be brief'], ['message', 'user', 'hello']]);
+    const messages = (list: InputItemList) => list.data.filter((item): item is InputMessageObject => item.type === 'message');
+    assert.deepEqual(messages(items).map((item) => [item.type, item.role, item.content[0]!.text]), [['message', 'system', 'be brief'], ['message', 'user', 'hello']]);
     const plain = await service.client.createResponse({ model: 'lmsp-tiny', input: 'just text', max_output_tokens: 2 });
     const plainItems = await service.client.inputItems(plain.body.id);
-    assert.deepEqual(plainItems.data.map((item) => [item.role, item.content[0]!.type, item.content[0]!.text]), [['user', 'input_text', 'just text']]);
+    assert.deepEqual(messages(plainItems).map((item) => [item.role, item.content[0]!.type, item.content[0]!.text]), [['user', 'input_text', 'just text']]);
     // Pages follow `after`; a cursor that names no item is 400, never the first page again.
     const first = items.data[0]!.id;
     const page = await json<{ data: Array<{ id: string }> }>(await api(service, `/v1/responses/${created.body.id}/input_items?order=asc&after=${first}`));
@@ -215,6 +216,31 @@ describe('Responses API (LMSP section 6)', () => {
     assert.equal(unknown.status, 400);
     const error = await json<{ error: { code: string; param: string } }>(unknown);
     assert.deepEqual([error.error.code, error.error.param], ['invalid_request', 'after']);
+  }));
+
+  test('input_items: an output message given back keeps its id and status, and its text parts carry annotations as OpenAI\'s do', () => withService({}, async (service) => {
+    const first = await service.client.createResponse({ model: 'lmsp-tiny', input: 'one', max_output_tokens: 3, seed: 1 });
+    const given = first.body.output[0]!;
+    assert.equal(given.status, 'incomplete');
+    // The usual pattern of a client that keeps the conversation itself: the output items, as they came, in the next input.
+    const second = await service.client.createResponse({
+      model: 'lmsp-tiny', max_output_tokens: 2, input: [{ role: 'user', content: 'one' }, given as never, { role: 'assistant', content: 'said' }, { role: 'user', content: 'two' }],
+    });
+    const items = await service.client.inputItems(second.body.id);
+    assert.deepEqual(items.data[1], { id: given.id, type: 'message', role: 'assistant', status: 'incomplete', content: [{ type: 'output_text', text: given.content[0]!.text, annotations: [] }] });
+    assert.deepEqual(items.data[2], { id: items.data[2]!.id, type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'said', annotations: [] }] });
+    assert.match(items.data[2]!.id, /^msg_/);
+    assert.notEqual(items.data[2]!.id, given.id);
+    // Input text parts stay as they are: OpenAI's input_text has no annotations.
+    assert.deepEqual(items.data[3], { id: items.data[3]!.id, type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: 'two' }] });
+    // A status that is none of OpenAI's is not kept; an id that is not a string is a 400 naming it.
+    const odd = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 2, input: [{ role: 'user', content: 'x', status: 'weird' }] } });
+    assert.equal(odd.status, 200);
+    const oddItems = await service.client.inputItems((await json<{ id: string }>(odd)).id);
+    assert.equal(oddItems.data[0]!.status, 'completed');
+    const badId = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 2, input: [{ role: 'user', content: 'x', id: 5 }] } });
+    assert.equal(badId.status, 400);
+    assert.equal((await json<{ error: { param: string } }>(badId)).error.param, 'input[0].id');
   }));
 
   test('previous_response_id continues a conversation; unknown ids are 404', () => withService({}, async (service) => {

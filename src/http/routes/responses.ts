@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { CreateResponseBody, InputItemList } from '../../api/types.js';
-import { toResponseObject } from '../../api/views.js';
+import { toInputItemObject, toResponseObject } from '../../api/views.js';
 import type { Client } from '../../domain/clients.js';
 import { invalidRequest, ServiceError } from '../../domain/errors.js';
 import type { StoredResponse } from '../../domain/responses.js';
@@ -162,7 +162,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     // A cursor that names no item is an error, as in every other list, not the first page again.
     if (query.after && start === 0) throw invalidRequest('after', `No input item with id '${query.after}' in this response.`);
     // Messages, and with tools (LMSP 6.2) function_call and function_call_output items: read `type` first.
-    const data = items.slice(start, start + query.limit) as InputItemList['data'];
+    const data = items.slice(start, start + query.limit).map(toInputItemObject);
     return {
       object: 'list',
       data,
