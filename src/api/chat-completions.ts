@@ -3,7 +3,7 @@
  * the pure functions that build them from a stored completion and its task.
  */
 import { createHash } from 'node:crypto';
-import type { ChatCompletionHeader, ChatCompletionMessage, ChatFinishReason, ChatToolCall } from '../domain/chat-completions.js';
+import type { ChatCompletionHeader, ChatCompletionMessage, ChatFinishReason, ChatStoredPart, ChatToolCall } from '../domain/chat-completions.js';
 import type { Task } from '../domain/tasks.js';
 
 export interface ChatToolCallObject {
@@ -70,7 +70,8 @@ export interface ChatMessageObject {
   name?: string;
   tool_calls?: ChatToolCallObject[];
   tool_call_id?: string;
-  content_parts: null;
+  /** As OpenAI: the parts when the content was sent as parts, else null. */
+  content_parts: ChatStoredPart[] | null;
 }
 
 export interface ChatCompletionDeleted {
@@ -158,7 +159,10 @@ export function toUsageChunk(header: ChatCompletionHeader, task: Pick<Task, 'inp
 /** The messages of a stored completion, each with an id made of the completion's and its position. */
 export function toChatMessageObjects(completionId: string, messages: readonly ChatCompletionMessage[]): ChatMessageObject[] {
   return messages.map((message, index) => {
-    const object: ChatMessageObject = { id: `${completionId}-${index}`, role: message.role, content: message.content, content_parts: null };
+    const object: ChatMessageObject = {
+      id: `${completionId}-${index}`, role: message.role, content: message.content,
+      content_parts: message.contentParts ? message.contentParts.map((part) => ({ ...part })) : null,
+    };
     if ('name' in message && message.name !== undefined) object.name = message.name;
     if (message.role === 'assistant' && message.toolCalls && message.toolCalls.length > 0) object.tool_calls = toToolCallObjects(message.toolCalls);
     if (message.role === 'tool') object.tool_call_id = message.toolCallId;

@@ -14,10 +14,17 @@ export interface ChatToolCall {
 }
 
 /** One message of the conversation as the client sent it, its content joined into text. */
-export type ChatCompletionMessage =
+export type ChatCompletionMessage = (
   | { role: 'system' | 'developer' | 'user'; content: string; name?: string }
   | { role: 'assistant'; content: string | null; toolCalls?: ChatToolCall[]; name?: string }
-  | { role: 'tool'; content: string; toolCallId: string };
+  | { role: 'tool'; content: string; toolCallId: string }
+) & {
+  /** The parts, when the content was sent as parts (OpenAI's stored `content_parts`); `content` is their text. */
+  contentParts?: ChatStoredPart[];
+};
+
+/** A content part as stored: text, or an assistant's refusal. */
+export type ChatStoredPart = { type: 'text'; text: string } | { type: 'refusal'; refusal: string };
 
 /** LMSP 13 `response_format`, enforced as in 6.1. */
 export type ChatResponseFormat =

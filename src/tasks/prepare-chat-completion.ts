@@ -6,7 +6,7 @@
  */
 import type { ChatContentPart, ChatMessageInput, CreateChatCompletionBody } from '../api/chat-completions.js';
 import type {
-  ChatCompletionMessage, ChatCompletionRequest, ChatResponseFormat, ChatTool, ChatToolChoice, StoredChatCompletion,
+  ChatCompletionMessage, ChatCompletionRequest, ChatResponseFormat, ChatStoredPart, ChatTool, ChatToolChoice, StoredChatCompletion,
 } from '../domain/chat-completions.js';
 import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
@@ -41,6 +41,14 @@ function contentText(content: string | ChatContentPart[], param: string, role: C
   }).join('');
 }
 
+/** A content sent as parts, kept as they were (already checked by `contentText`). */
+function partsOf(content: string | ChatContentPart[] | null | undefined): { contentParts?: ChatStoredPart[] } {
+  if (!Array.isArray(content)) return {};
+  return {
+    contentParts: content.map((part): ChatStoredPart => (part.type === 'refusal' ? { type: 'refusal', refusal: part.refusal! } : { type: 'text', text: part.text! })),
+  };
+}
+
 /**
  * As OpenAI answers: the tool messages right after an assistant message with `tool_calls` answer
  * those calls, each of them, and a tool message answers only a call of that message (LMSP 6.2).
@@ -71,12 +79,13 @@ function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletio
       calls = new Set(toolCalls.map((call) => call.id));
       pending = new Set(calls);
       const content = message.content === undefined || message.content === null ? null : contentText(message.content, `${param}.content`, 'assistant');
-      return { role: 'assistant', content, ...(toolCalls.length > 0 ? { toolCalls } : {}), ...name };
+      return { role: 'assistant', content, ...(toolCalls.length > 0 ? { toolCalls } : {}), ...name, ...partsOf(message.content) };
     }
     if (message.content === undefined || message.content === null) {
       throw invalidRequest(`${param}.content`, `Missing required parameter: '${param}.content'.`);
     }
     const content = contentText(message.content, `${param}.content`, message.role);
+    const parts = partsOf(message.content);
     if (message.role === 'tool') {
       if (message.tool_call_id === undefined || message.tool_call_id === null) throw invalidRequest(`${param}.tool_call_id`, `Missing required parameter: '${param}.tool_call_id'.`);
       if (!calls.has(message.tool_call_id)) {
@@ -84,9 +93,9 @@ function normalizeMessages(messages: readonly ChatMessageInput[]): ChatCompletio
           `A tool message must answer a call of the assistant message before it; '${message.tool_call_id}' is not among its tool_calls.`);
       }
       pending.delete(message.tool_call_id);
-      return { role: 'tool', content, toolCallId: message.tool_call_id };
+      return { role: 'tool', content, toolCallId: message.tool_call_id, ...parts };
     }
-    return { role: message.role, content, ...name };
+    return { role: message.role, content, ...name, ...parts };
   });
   // The conversation cannot end on calls: the model would be asked to go on without their results.
   if (pending.size > 0) throw unansweredCallsError(pending, 'messages');

@@ -409,9 +409,13 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.deepEqual((await list('?metadata[tag]=a&metadata[n]=2')).data.map((item) => item.id), [ids[2]]);
     assert.deepEqual((await list('?model=other')).data, []);
 
-    const messages = await json<{ data: Array<{ id: string; role: string; content: string }>; has_more: boolean }>(
+    const messages = await json<{ data: Array<{ id: string; role: string; content: string; content_parts: unknown }>; has_more: boolean }>(
       await api(service, `/v1/chat/completions/${ids[0]}/messages`));
-    assert.deepEqual(messages.data.map(({ role, content }) => ({ role, content })), [{ role: 'developer', content: 'D' }, { role: 'user', content: 'Hi there' }]);
+    // As OpenAI: `content_parts` holds the parts a content was sent as, and is null for a string.
+    assert.deepEqual(messages.data.map(({ role, content, content_parts }) => ({ role, content, content_parts })), [
+      { role: 'developer', content: 'D', content_parts: null },
+      { role: 'user', content: 'Hi there', content_parts: [{ type: 'text', text: 'Hi ' }, { type: 'text', text: 'there' }] },
+    ]);
     assert.equal(messages.data[0]!.id, `${ids[0]}-0`);
 
     const updated = await api(service, `/v1/chat/completions/${ids[0]}`, { method: 'POST', json: { metadata: { tag: 'c' } } });
