@@ -97,7 +97,14 @@ export const chatCompletionEvents = {
     return drafts;
   },
 
-  failed: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.failed', header, text)],
+  /** As `response.failed` carries the response with its error: the completion has no field for one, so the event does. */
+  failed: (header: ChatCompletionHeader, text: string): EventDraft[] => [{
+    type: 'chat.completion.failed',
+    payload: (task) => ({
+      completion: toChatCompletionObject(header, task, text, []),
+      error: task.error ? { code: task.error.code, message: task.error.message } : null,
+    }),
+  }],
   cancelling: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.cancelling', header, text)],
   cancelled: (header: ChatCompletionHeader, text: string): EventDraft[] => [withCompletion('chat.completion.cancelled', header, text)],
   /** Queued again after a restart (LMSP 7.5); under retry the earlier output is dropped. */

@@ -164,5 +164,7 @@ describe('chat completions survive SIGKILL (LMSP 13, 7.5)', () => {
       assert.equal(task.error?.code, 'server_restarted');
       const events = await eventsOf(service, taskId);
       assert.equal(events.at(-1)!.type, 'chat.completion.failed');
+      assert.deepEqual(events.at(-1)!.error, task.error, 'the event says why, as response.failed does');
+      assert.equal((events.at(-1)!.error as { code: string }).code, 'server_restarted');
     }));
 });
