@@ -140,7 +140,7 @@ type CompletionList<T> = ListObject<T> & { first_id: string | null; last_id: str
 export function listChatCompletions(core: Pick<TaskCore, 'store' | 'machine'>, client: Client,
   request: ChatCompletionListRequest): CompletionList<ChatCompletionObject> {
   let afterSeq: number | null = null;
-  if (request.after) {
+  if (request.after !== null) {
     // A cursor that names no visible completion is the request's fault, as for the tasks list.
     try {
       visibleTaskOfCompletion(core, client, request.after);
@@ -169,7 +169,7 @@ export function chatCompletionMessages(core: Pick<TaskCore, 'store'>, client: Cl
   const all = toChatMessageObjects(completion.id, completion.messages);
   const ordered = request.order === 'asc' ? all : [...all].reverse();
   let start = 0;
-  if (request.after) {
+  if (request.after !== null) {
     start = ordered.findIndex((message) => message.id === request.after) + 1;
     if (start === 0) throw invalidRequest('after', `No message with id '${request.after}' in this chat completion.`);
   }

@@ -28,7 +28,7 @@ export interface TaskListRequest {
 /** The client's own tasks (all of them with `admin`), a page at a time. */
 export function listTasks(deps: StoreDeps, client: Client, request: TaskListRequest): ListObject<TaskObject> & { first_id: string | null; last_id: string | null } {
   let afterSeq: number | null = null;
-  if (request.after) {
+  if (request.after !== null) {
     const cursor = deps.store.tasks.get(request.after);
     if (!cursor || !canSee(client, cursor.clientId)) throw invalidRequest('after', `No task with id '${request.after}'.`);
     afterSeq = cursor.seq;

@@ -31,6 +31,12 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     await expectError(await api(service, '/v1/chat/completions?after=chatcmpl-unknown'), 400, 'invalid_request', 'after');
     await expectError(await api(service, '/v1/tasks?after=task_unknown'), 400, 'invalid_request', 'after');
     await expectError(await api(service, `/v1/chat/completions/${created.id}/messages?after=unknown`), 400, 'invalid_request', 'after');
+    // An empty cursor names nothing either: it is not taken as "no cursor" (the clients list answered so already).
+    for (const path of ['/v1/chat/completions', '/v1/tasks', `/v1/chat/completions/${created.id}/messages`, '/v1/clients']) {
+      await expectError(await api(service, `${path}?after=`), 400, 'invalid_request', 'after');
+    }
+    const response = await json<{ id: string }>(await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'x', max_output_tokens: 1 } }));
+    await expectError(await api(service, `/v1/responses/${response.id}/input_items?after=`), 400, 'invalid_request', 'after');
     const page = await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions?after=${created.id}`));
     assert.deepEqual(page.data, [], 'a known cursor still pages');
   }));

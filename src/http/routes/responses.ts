@@ -158,9 +158,9 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     visibleTaskOfResponse(core, clientOf(request), id);
     const response = core.store.responses.get(id)!;
     const items = query.order === 'asc' ? response.inputItems : [...response.inputItems].reverse();
-    const start = query.after ? items.findIndex((item) => item.id === query.after) + 1 : 0;
+    const start = query.after !== undefined ? items.findIndex((item) => item.id === query.after) + 1 : 0;
     // A cursor that names no item is an error, as in every other list, not the first page again.
-    if (query.after && start === 0) throw invalidRequest('after', `No input item with id '${query.after}' in this response.`);
+    if (query.after !== undefined && start === 0) throw invalidRequest('after', `No input item with id '${query.after}' in this response.`);
     // Messages, and with tools (LMSP 6.2) function_call and function_call_output items: read `type` first.
     const data = items.slice(start, start + query.limit).map(toInputItemObject);
     return {
