@@ -37,10 +37,14 @@ export interface ResponseTooling {
   parallelToolCalls?: boolean;
 }
 
-/** The request's tools, checked (LMSP 6.2): names unique, parameters enforceable, a named choice among them. */
+/**
+ * The request's tools, checked (LMSP 6.2): names unique, parameters enforceable, a named choice
+ * among them. `strict` is shown back as OpenAI's Responses API does, true unless sent false; every
+ * tool's arguments are enforced alike either way.
+ */
 export function toolingOf(body: CreateResponseBody): ResponseTooling {
   const tools: FunctionTool[] = (body.tools ?? []).map((tool) => ({
-    type: 'function', name: tool.name, description: tool.description ?? null, parameters: tool.parameters ?? null, strict: tool.strict ?? null,
+    type: 'function', name: tool.name, description: tool.description ?? null, parameters: tool.parameters ?? null, strict: tool.strict ?? true,
   }));
   const support = checkToolsSupported(tools.map(toToolDefinition));
   if (!support.ok) {

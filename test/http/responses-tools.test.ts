@@ -201,7 +201,8 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
       assert.equal(status, 200);
       // Up to 16 parallel calls may not fit in 600 tokens: then the last one is cut.
       assert.ok(body.status === 'completed' || body.status === 'incomplete', body.status);
-      assert.deepEqual(body.tools, TOOLS.map((tool) => ({ description: null, strict: null, ...tool })));
+      // As OpenAI's Responses API: a tool sent without `strict` is shown back strict.
+      assert.deepEqual(body.tools, TOOLS.map((tool) => ({ description: null, strict: true, ...tool })));
       assert.equal(body.tool_choice, 'required');
       const calls = callsOf(body);
       assert.ok(calls.length >= 1);
