@@ -102,6 +102,9 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['the formats of numbers', { type: 'object', properties: { a: { type: 'integer', format: 'int32' }, b: { type: 'number', format: 'double' } } }],
     ['a string format on a type that allows strings and integers', { type: ['integer', 'string'], format: 'date' }],
     ['a number format without a type', { format: 'int32' }],
+    // Zod 4's z.record(z.string(), ...): a key is always a string.
+    ['propertyNames that every key satisfies', { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'boolean' } }],
+    ['propertyNames true or {}', { type: 'object', properties: { a: { type: 'object', propertyNames: true } }, propertyNames: { description: 'any' } }],
   ];
   for (const [name, schema] of supported) {
     test(`supported: ${name}`, () => assert.deepEqual(checkSchemaSupported(schema), { ok: true }));
@@ -111,6 +114,8 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['not', { type: 'object', properties: { a: { not: { type: 'string' } } } }, 'not', '/properties/a/not'],
     ['if/then', { if: { type: 'string' }, then: { minLength: 1 } }, 'if', '/if'],
     ['patternProperties', { type: 'object', patternProperties: { '^x': {} } }, 'patternProperties', '/patternProperties'],
+    ['propertyNames that some key could fail', { type: 'object', properties: { m: { type: 'object', propertyNames: { maxLength: 3 } } } }, 'propertyNames', '/properties/m/propertyNames'],
+    ['propertyNames of another type', { type: 'object', propertyNames: { type: 'integer' } }, 'propertyNames', '/propertyNames'],
     ['contains', { type: 'array', contains: { type: 'string' } }, 'contains', '/contains'],
     ['an unknown format', { type: 'string', format: 'ipv6' }, 'format', '/format'],
     ['format with a length no value of it has', { type: 'string', format: 'date', maxLength: 5 }, 'maxLength', '/maxLength'],

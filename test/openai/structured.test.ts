@@ -74,6 +74,17 @@ describe('structured output and tools through the openai package', () => {
     assert.ok(parsed >= 2, `${parsed} of 4 seeds completed within 600 tokens`);
   });
 
+  test('responses.parse with a Zod record (propertyNames every key satisfies): a map of valid values', { timeout: 120_000 }, async () => {
+    const Scores = z.object({ scores: z.record(z.string(), z.number().int().min(0).max(9)) });
+    const format = zodTextFormat(Scores, 'scores');
+    assert.ok(JSON.stringify(format).includes('propertyNames'), 'Zod writes propertyNames for a record');
+    const response = await client.responses.parse({
+      model: 'lmsp-tiny', input: 'Scores by name.', text: { format }, max_output_tokens: 400, seed: 5,
+    } as Parameters<typeof client.responses.parse>[0] & { seed: number });
+    assert.equal(response.status, 'completed', response.output_text);
+    assert.deepEqual(Scores.parse(response.output_parsed), response.output_parsed);
+  });
+
   test('responses.create with tools and a forced tool_choice: function_call items with valid arguments', { timeout: 120_000 }, async () => {
     const response = await client.responses.create({
       model: 'lmsp-tiny', input: 'What is 2 + 3?', tools: [ADD, WEATHER], tool_choice: { type: 'function', name: 'add' }, parallel_tool_calls: false, max_output_tokens: 300,

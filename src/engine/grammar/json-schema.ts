@@ -61,6 +61,21 @@ export class JsonSchemaTranslator {
   }
 }
 
+/**
+ * A schema without its `propertyNames` when that holds for every key an object can have. Every
+ * key of a JSON object is a string, and Zod's records write `propertyNames: {type: "string"}`:
+ * it constrains nothing left to enforce. Any other `propertyNames` is refused.
+ */
+function withoutKeyNames(schema: Schema, pointer: string): Schema {
+  if (schema.propertyNames === undefined) return schema;
+  const names = schema.propertyNames;
+  const everyKey = names === true || (isSchemaObject(names) && Object.entries(names).every(([keyword, value]) =>
+    (keyword === 'type' && value === 'string') || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')));
+  if (!everyKey) unsupported('propertyNames', pointer, 'propertyNames is supported only when every key satisfies it (true, {} or {"type": "string"})');
+  const { propertyNames: _names, ...rest } = schema;
+  return rest;
+}
+
 /** One schema document: resolves its `$ref`s and walks its subschemas. */
 class SchemaScope {
   private static documents = 0;
@@ -80,11 +95,12 @@ class SchemaScope {
    * `left` holds the `$ref`s entered since the last character the grammar consumed: meeting one
    * again would be left recursion, which llama.cpp cannot parse.
    */
-  visit(schema: unknown, pointer: string, left: ReadonlySet<string>, depth: number): string {
+  visit(given: unknown, pointer: string, left: ReadonlySet<string>, depth: number): string {
     if (depth > MAX_DEPTH) throw new UnsupportedSchemaError('depth', pointer, `the schema nests deeper than ${MAX_DEPTH} levels`);
-    if (schema === true) return this.json.value;
-    if (schema === false) throw new UnsupportedSchemaError('false', pointer, 'the schema false accepts no value');
-    if (!isSchemaObject(schema)) throw new UnsupportedSchemaError('type', pointer, 'a schema must be an object or a boolean');
+    if (given === true) return this.json.value;
+    if (given === false) throw new UnsupportedSchemaError('false', pointer, 'the schema false accepts no value');
+    if (!isSchemaObject(given)) throw new UnsupportedSchemaError('type', pointer, 'a schema must be an object or a boolean');
+    const schema = withoutKeyNames(given, pointer);
     for (const keyword of Object.keys(schema)) {
       if (!ENFORCED_KEYWORDS.has(keyword) && !ANNOTATION_KEYWORDS.has(keyword) && !keyword.startsWith('x-')) {
         unsupported(keyword, pointer, `${keyword} is not supported`);
