@@ -40,16 +40,22 @@ program
     if (process.argv.includes('--json')) printJson({ error: { code: 'invalid_usage', message } });
     process.exit(EXIT_USAGE);
   })
-  // `lmsp --data-dir D tasks ls` as well as `lmsp tasks ls --data-dir D`: the options every
-  // command takes (LMSP 12) are accepted before the command too, and handed to it unless it was
-  // given its own. Positional, so that after the command they stay the command's.
+  // `lmsp --data-dir D tasks ls` and `lmsp tasks --data-dir D ls` as well as `lmsp tasks ls
+  // --data-dir D`: the options every command takes (LMSP 12) are accepted before the command and
+  // before its group too, and handed down to it unless it was given its own; the nearest wins.
+  // Positional, so that after the command they stay the command's.
   .enablePositionalOptions()
   .option('--data-dir <path>', 'data directory, for any command (also accepted after it)')
   .option('--json', 'one JSON document on stdout, for any command (also accepted after it)')
-  .hook('preAction', (root, command) => {
+  .hook('preAction', (_root, command) => {
     for (const name of ['dataDir', 'json']) {
-      const value: unknown = root.getOptionValue(name);
-      if (value !== undefined && command.getOptionValue(name) === undefined) command.setOptionValueWithSource(name, value, 'cli');
+      if (command.getOptionValue(name) !== undefined) continue;
+      for (let above = command.parent; above; above = above.parent) {
+        const value: unknown = above.getOptionValue(name);
+        if (value === undefined) continue;
+        command.setOptionValueWithSource(name, value, 'cli');
+        break;
+      }
     }
   });
 

@@ -22,6 +22,14 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       const own = await runCli(['--data-dir', join(service.dataDir, 'elsewhere'), 'tasks', 'ls', '--json', ...dir]);
       assert.equal(own.code, 0, own.stderr);
       assert.equal((JSON.parse(own.stdout) as typeof tasks).data.length, 1);
+      // Before the subcommand, after its group (`lmsp tasks --json --data-dir D ls`), they count as
+      // well, and the nearest to the command wins.
+      const group = await runCli(['--data-dir', join(service.dataDir, 'elsewhere'), 'tasks', '--json', ...dir, 'ls']);
+      assert.equal(group.code, 0, group.stderr);
+      assert.deepEqual((JSON.parse(group.stdout) as typeof tasks).data.map((task) => task.id), [tasks.data[0]!.id]);
+      const models = await runCli(['models', ...dir, '--json', 'ls']);
+      assert.equal(models.code, 0, models.stderr);
+      assert.ok((JSON.parse(models.stdout) as { data: Array<{ id: string }> }).data.some((model) => model.id === 'lmsp-tiny'));
       const response = await service.client.getResponse(tasks.data[0]!.response_id!);
       assert.equal(ran.stdout, `${response.output[0]!.content[0]!.text}\n`, 'the streamed text is the response text');
       assert.equal(response.seed, 5);
