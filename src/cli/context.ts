@@ -197,6 +197,15 @@ function databaseErrorCode(exitCode: number): string {
   return 'database_not_usable';
 }
 
+/** Whether an error is the connection to the service failing, not an answer of the service. */
+export function isConnectionFailure(error: unknown): boolean {
+  if (!(error instanceof Error) || error instanceof LmspApiError) return false;
+  const codes = [error, error.cause].map((candidate) => (candidate as NodeJS.ErrnoException | undefined)?.code);
+  if (codes.some((code) => code !== undefined && /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|UND_ERR_)/.test(code))) return true;
+  // What fetch throws when it cannot connect, and when a body it is reading is cut.
+  return error.name === 'TypeError' && (error.message === 'fetch failed' || error.message === 'terminated');
+}
+
 /** What `--json` prints on stdout when a command fails: the API's error shape. */
 export interface CliFailure {
   code: string;
@@ -228,9 +237,15 @@ export function action<A extends unknown[]>(run: (...args: A) => Promise<void> |
       if (error instanceof ServiceError) {
         failWith({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.status} ${error.code})`, 1);
       }
-      if ((error as NodeJS.ErrnoException).code === 'ECONNREFUSED') {
+      const code = (error as NodeJS.ErrnoException).code ?? ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+      if (code === 'ECONNREFUSED') {
         const message = 'cannot reach the lmsp service: is it running?';
         failWith({ code: 'service_not_running', message }, message, EXIT_NOT_RUNNING);
+      }
+      if (isConnectionFailure(error)) {
+        // The service went away in the middle of the command (it stopped, or was killed).
+        const message = `lost the connection to the lmsp service (${String(((error as Error).cause as Error | undefined)?.message ?? (error as Error).message)})`;
+        failWith({ code: 'connection_lost', message }, message, 1);
       }
       throw error;
     }

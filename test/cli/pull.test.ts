@@ -71,6 +71,36 @@ describe('lmsp models pull (LMSP 5.1)', () => {
     assert.equal(cancelled.data.find((task) => task.model === 'cli-online-cancelled')?.status, 'cancelled');
   }));
 
+  test('with the service running: a follow refused for a moment (429 too_many_streams) is asked again, and one cut by a restart reopened', { timeout: 120_000 }, () =>
+    withService({ env: env(), args: ['--max-streams', '1'] }, async (service) => {
+      const path = '/cli/limited.gguf';
+      const url = server.serve(path, MODEL);
+      server.behave(path, { bytesPerSecond: 100_000 });
+      // Another client holds the only stream the service allows.
+      const holder = new AbortController();
+      const busy = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 1 });
+      const held = await api(service, `/v1/tasks/${busy.body.task.id}/events?stream=true`, { signal: holder.signal });
+      assert.equal(held.status, 200);
+      const child = spawn(process.execPath, [LMSP_BIN, 'models', 'pull', url, '--id', 'limited', '--json', '--data-dir', service.dataDir],
+        { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      let errors = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
+      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+      await waitFor(() => /too_many_streams/.test(errors), { what: 'the CLI to be refused a stream', timeoutMs: 30_000 });
+      holder.abort();
+      const partial = join(service.dataDir, 'models', 'limited.gguf.partial');
+      await waitFor(() => existsSync(partial) && statSync(partial).size > 0, { timeoutMs: 30_000, what: 'the download to start' });
+      await service.kill();
+      await service.restart({ env: env(), args: ['--max-streams', '1'] });
+      assert.equal(await closed, 0, errors);
+      const model = JSON.parse(output) as ModelObject;
+      assert.equal(model.id, 'limited');
+      assert.equal(model.digest, DIGEST);
+      assert.match(errors, /connection lost; following the pull/);
+    }));
+
   test('without a running service: the same task through the task core, then the service knows the model', () => withDataDir(async (dataDir) => {
     const url = server.serve('/cli/offline.gguf', MODEL);
     const ran = await runCli(['models', 'pull', url, '--id', 'cli-offline', '--json', '--data-dir', dataDir], { env: env() });

@@ -13,7 +13,8 @@ import { toModelObject, toTaskObject } from '../../api/views.js';
 import { ensureOperatorToken } from '../../auth/clients.js';
 import { parseExpectedDigest, pullSettingsFromEnvironment } from '../../models/pull-source.js';
 import { createPull, PULL_CANCELLED, runPull } from '../../tasks/pulls.js';
-import { action, CliError, dataDirOf, EXIT_USAGE, lockDataDirForThisProcess, openOffline, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, EXIT_USAGE, lockDataDirForThisProcess, openOffline, operatorClient, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+import { followTask } from '../follow.js';
 
 interface PullOptions extends CommonOptions {
   id?: string;
@@ -109,25 +110,32 @@ async function pullThroughService(client: LmspClient, source: string, options: P
   const task = (await client.pullModel(body)).body;
   if (!options.json) process.stderr.write(`pulling ${task.model} as task ${task.id}\n`);
   const stop = onInterrupt(async () => {
-    await client.cancelTask(task.id);
+    // Wherever the service listens now: it may have restarted while the pull was followed.
+    await (await operatorClient(options).catch(() => client)).cancelTask(task.id);
   });
   try {
-    let after = 0;
     let terminal: TaskEvent | null = null;
-    // The stream ends after the terminal event; one that ends earlier (a dropped connection) is opened again.
-    for (let attempts = 0; !terminal && attempts < 10; attempts += 1) {
-      for await (const event of client.followTaskEvents(task.id, after)) {
-        after = event.sequence_number;
+    // Followed until its terminal event: a dropped connection (the service restarted, and the
+    // pull resumes) is opened again, a stream refused for now (429) asked for again.
+    await followTask(client, options, task.id, {
+      after: 0,
+      what: 'the pull',
+      onEvent: (event) => {
         if (event.type === 'model.pull.progress' || event.type === 'model.pull.resumed') {
           bar.update(event.downloaded_bytes as number, (event.total_bytes as number | null) ?? null);
         }
         if (event.type === 'model.pull.completed' || event.type === 'model.pull.failed' || event.type === 'model.pull.cancelled') terminal = event;
-      }
-    }
+      },
+      onReconnect: (reason) => {
+        bar.stop();
+        process.stderr.write(`lmsp: ${reason}; following the pull ${task.id} again\n`);
+      },
+    });
     bar.stop();
-    const finished = await client.getTask(task.id);
-    return outcomeOf(finished, (terminal?.model as ModelObject | undefined) ?? null);
+    const finished = await operatorClient(options).then((current) => current.getTask(task.id)).catch(() => client.getTask(task.id));
+    return outcomeOf(finished, ((terminal as TaskEvent | null)?.model as ModelObject | undefined) ?? null);
   } finally {
+    bar.stop();
     stop();
   }
 }

@@ -4,7 +4,8 @@ import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../api/types.js';
 import { isFinal, RESTART_POLICIES, type RestartPolicy } from '../../domain/tasks.js';
 import type { LmspClient } from '../../api/client.js';
-import { action, CliError, EXIT_USAGE, numberOption, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_USAGE, isConnectionFailure, numberOption, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { connectionLost } from '../follow.js';
 
 interface RunOptions extends CommonOptions {
   background?: boolean;
@@ -89,6 +90,9 @@ export function registerRun(program: Command): void {
           }
         }
       } catch (error) {
+        // The service went away mid-stream (stopped, or killed): say which response, which its
+        // restart policy now decides about (LMSP 7.5), rather than a bare network error.
+        if (!cancelling && responseId && isConnectionFailure(error)) throw connectionLost(responseId, 'the response');
         if (!cancelling) throw error;
       }
       // LMSP 12: --json is one JSON document: the response as it ended. After Ctrl-C the worker

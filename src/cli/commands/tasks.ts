@@ -1,10 +1,9 @@
 /** `lmsp tasks ls|show|events|cancel` (LMSP 7). */
 import type { Command } from 'commander';
-import { TERMINAL_EVENTS } from '../../api/events.js';
+import { followTask } from '../follow.js';
 import type { LmspClient } from '../../api/client.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { TASK_STATUSES, type TaskStatus } from '../../domain/tasks.js';
-import { sleep } from '../../time.js';
 import {
   action, beginJsonDocument, CliError, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
@@ -110,41 +109,29 @@ export function registerTasks(program: Command): void {
       const close = () => {
         if (options.json) process.stdout.write(`${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":false}\n`);
       };
-      if (!options.follow) {
-        for (;;) {
-          const page = await client.taskEvents(id, last, 1000);
-          page.data.forEach(print);
-          if (!page.has_more || page.data.length === 0) return close();
-          last = page.data.at(-1)!.sequence_number;
-        }
-      }
-      // Follow, and after a dropped connection (the service restarted, say) reconnect, wherever
-      // the service now listens, and resume after the last event seen (LMSP 7.3).
-      let current = client;
-      for (let failures = 0; ;) {
-        try {
-          for await (const event of current.followTaskEvents(id, last)) {
-            if (event.sequence_number <= last) continue;
-            print(event);
-            last = event.sequence_number;
-            failures = 0;
-            if (TERMINAL_EVENTS.has(event.type)) return close();
+      // A failure after the list began closes it first, so that stdout stays one JSON document.
+      try {
+        if (!options.follow) {
+          for (;;) {
+            const page = await client.taskEvents(id, last, 1000);
+            page.data.forEach(print);
+            if (!page.has_more || page.data.length === 0) break;
+            last = page.data.at(-1)!.sequence_number;
           }
-          const task = await current.getTask(id);
-          if (task.finished_at !== null && task.last_sequence_number <= last) return close();
-        } catch (error) {
-          if ((error as { status?: number }).status) throw error;
-          failures += 1;
-          if (failures > 60) throw error;
-          process.stderr.write(`lmsp: connection lost (${(error as Error).message}); reconnecting after event ${last}\n`);
-          await sleep(Math.min(2000, 100 * failures));
-          try {
-            current = await operatorClient(options);
-          } catch {
-            // not running yet: try again
-          }
+        } else {
+          // Follow, and after a dropped connection (the service restarted, say) reconnect, wherever
+          // the service now listens, and resume after the last event seen (LMSP 7.3).
+          await followTask(client, options, id, {
+            after: last,
+            onEvent: print,
+            onReconnect: (reason, after) => process.stderr.write(`lmsp: ${reason}; reconnecting after event ${after}\n`),
+          });
         }
+      } catch (error) {
+        if (printed > 0) close();
+        throw error;
       }
+      close();
     }));
 
   withCommonOptions(tasks.command('cancel <id>').description('cancel a task (a task id, or a response id)'))
