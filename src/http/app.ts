@@ -61,14 +61,38 @@ function validationError(errors: AjvError[], part: string): ServiceError {
     const shown = name.length > 70 ? `${name.slice(0, 64)}...` : name;
     return invalidRequest(param, `Invalid key in '${param}': '${shown}' ${reason}.`);
   }
-  return invalidRequest(param, `Invalid value for '${param}': ${readableMessage(error)}.`);
+  return invalidRequest(param, `Invalid value for '${param}': ${alternativesMessage(error, errors)}.`);
 }
 
-/** Ajv's message, with a type union said as a person would: `must be integer,null` -> `must be an integer or null`. */
+/**
+ * What the value must be, said once for every alternative the schema allows there: a field that
+ * takes a string or an array (`anyOf` of the two) must be "a string or an array", not only the
+ * first alternative Ajv tried.
+ */
+function alternativesMessage(error: AjvError, errors: AjvError[]): string {
+  const here = errors.filter((candidate) => candidate.instancePath === error.instancePath);
+  const types = new Set<string>();
+  for (const candidate of here) {
+    if (candidate.keyword === 'type') for (const type of String(candidate.params.type).split(',')) types.add(type);
+  }
+  const others = here.filter((candidate) => !['type', 'if', 'anyOf', 'oneOf'].includes(candidate.keyword)).map(readableMessage);
+  const parts = [...(types.size > 0 ? [typesMessage([...types])] : []), ...new Set(others)];
+  return parts.length > 0 ? parts.join(', or ') : readableMessage(error);
+}
+
+/** A type union said as a person would: `integer,null` -> `must be an integer or null`. */
+function typesMessage(types: string[]): string {
+  const named = types.map((type) => (type === 'null' ? 'null' : `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`));
+  return `must be ${named.length > 1 ? `${named.slice(0, -1).join(', ')} or ${named.at(-1)}` : named[0]}`;
+}
+
+/** Ajv's message, with a type union and an enum's values said as a person would. */
 function readableMessage(error: AjvError): string {
-  if (error.keyword !== 'type') return error.message ?? 'not allowed';
-  const types = String(error.params.type).split(',').map((type) => (type === 'null' ? 'null' : `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`));
-  return `must be ${types.length > 1 ? `${types.slice(0, -1).join(', ')} or ${types.at(-1)}` : types[0]}`;
+  if (error.keyword === 'type') return typesMessage(String(error.params.type).split(','));
+  if (error.keyword === 'enum' && Array.isArray(error.params.allowedValues)) {
+    return `must be one of ${error.params.allowedValues.map((value) => JSON.stringify(value)).join(', ')}`;
+  }
+  return error.message ?? 'not allowed';
 }
 
 function sendError(reply: FastifyReply, error: ServiceError): FastifyReply {

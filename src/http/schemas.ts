@@ -91,8 +91,7 @@ const functionCallOutputItem = {
     call_id: { type: 'string', minLength: 1, maxLength: 256 },
     // As OpenAI: a string, or text parts (images and files are not served).
     output: {
-      if: { type: 'array' },
-      then: {
+      anyOf: [{ type: 'string' }, {
         type: 'array',
         items: {
           type: 'object',
@@ -100,8 +99,7 @@ const functionCallOutputItem = {
           then: { required: ['text'], properties: { text: { type: 'string' } } },
           else: { required: ['type'], properties: { type: { enum: ['input_text'] } } },
         },
-      },
-      else: { type: 'string' },
+      }],
     },
     id: { type: 'string', maxLength: 256 },
     status: { type: 'string' },
@@ -131,9 +129,9 @@ export const createResponseBody = {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
       description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
-      if: { type: 'array' },
-      then: { type: 'array', minItems: 1, items: inputItem },
-      else: { type: 'string' },
+      // anyOf rather than if/else: a value of neither type is told both alternatives, and a bad
+      // item is still named (the deepest error wins).
+      anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: inputItem }],
     },
     instructions: { type: ['string', 'null'], description: 'System text, placed before the conversation.' },
     previous_response_id: { type: ['string', 'null'], minLength: 1, description: 'Continue from a stored response.' },

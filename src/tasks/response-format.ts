@@ -49,7 +49,7 @@ export function toolingOf(body: CreateResponseBody): ResponseTooling {
   const support = checkToolsSupported(tools.map(toToolDefinition));
   if (!support.ok) {
     const index = support.toolIndex ?? 0;
-    if (support.keyword === 'name') throw invalidRequest(`tools[${index}].name`, `Tool names must be unique and match ^[A-Za-z0-9_-]{1,64}$: ${support.message}`);
+    if (support.keyword === 'name') throw invalidRequest(`tools[${index}].name`, support.message);
     throw unsupportedSchema(`tools[${index}].parameters`, support);
   }
   const choice = body.tool_choice ?? undefined;

@@ -77,6 +77,19 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     assert.equal(stream.error.message, "Invalid value for 'stream': must be a boolean or null.");
     const model = await expectError(await post(JSON.stringify({ model: 5, input: 'x' })), 400, 'invalid_request', 'model');
     assert.equal(model.error.message, "Invalid value for 'model': must be a string.");
+    // A field with alternatives names them all, not only the first one tried.
+    const input = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 5 })), 400, 'invalid_request', 'input');
+    assert.equal(input.error.message, "Invalid value for 'input': must be a string or an array.");
+    const content = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: [{ role: 'user', content: 5 }] })), 400, 'invalid_request', 'input[0].content');
+    assert.equal(content.error.message, "Invalid value for 'input[0].content': must be a string or an array.");
+    const role = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: [{ role: 'bogus', content: 'x' }] })), 400, 'invalid_request', 'input[0].role');
+    assert.equal(role.error.message, `Invalid value for 'input[0].role': must be one of "user", "assistant", "system", "developer".`);
+    const tools = [{ type: 'function', name: 'f' }, { type: 'function', name: 'f' }];
+    const twice = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', tools })), 400, 'invalid_request', 'tools[1].name');
+    assert.equal(twice.error.message, 'The tool name "f" is used by more than one tool; names must be unique.');
+    const chat = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: [{ role: 'user', content: [] }] } });
+    const empty = await expectError(chat, 400, 'invalid_request', 'messages[0].content');
+    assert.equal(empty.error.message, "Invalid value for 'messages[0].content': must be a string or null, or must NOT have fewer than 1 items.");
     // Unknown fields are ignored (LMSP section 2).
     const ignored = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x', frobnicate: true } });
     await expectError(ignored, 404, 'model_not_found', 'model');

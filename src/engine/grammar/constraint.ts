@@ -84,7 +84,9 @@ function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
   const names = new Set<string>();
   for (const [index, tool] of tools.entries()) {
     if (!TOOL_NAME.test(tool.name) || names.has(tool.name)) {
-      return { ok: false, toolIndex: index, keyword: 'name', pointer: '', message: `tool name ${JSON.stringify(tool.name)} must be unique and match ${TOOL_NAME.source}` };
+      const message = names.has(tool.name) ? `The tool name ${JSON.stringify(tool.name)} is used by more than one tool; names must be unique.`
+        : `The tool name ${JSON.stringify(tool.name)} must match ${TOOL_NAME.source}.`;
+      return { ok: false, toolIndex: index, keyword: 'name', pointer: '', message };
     }
     names.add(tool.name);
     const parameters = toolParameters(tool);
