@@ -233,6 +233,9 @@ export interface CreateResponseBody {
   tool_choice?: ToolChoiceParam | null;
   parallel_tool_calls?: boolean | null;
   truncation?: 'disabled' | 'auto' | null;
+  /** OpenAI's extra output to include: checked, and none of it is produced but logprobs, which are refused. */
+  include?: string[] | null;
+  top_logprobs?: number | null;
 }
 
 export type TextFormatParam =

@@ -8,6 +8,12 @@ import { MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES } from '../doma
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
+/** OpenAI's `include` values for a response (`ResponseIncludable`). */
+const RESPONSE_INCLUDABLES = [
+  'file_search_call.results', 'web_search_call.results', 'web_search_call.action.sources', 'message.input_image.image_url',
+  'computer_call_output.output.image_url', 'code_interpreter_call.outputs', 'reasoning.encrypted_content', 'message.output_text.logprobs',
+];
+
 const TEXT_PART_TYPES = ['input_text', 'output_text'];
 
 /** A part of another type (input_image, ...) is named by its type, not by the text it lacks. */
@@ -167,6 +173,12 @@ export const createResponseBody = {
     },
     tool_choice: { ...toolChoice, description: 'auto (default), none, required, or {type: "function", name}.' },
     parallel_tool_calls: { type: ['boolean', 'null'], description: 'Default true: one turn may hold several calls.' },
+    include: {
+      type: ['array', 'null'],
+      items: { type: 'string', enum: RESPONSE_INCLUDABLES },
+      description: "OpenAI's extra output: accepted for the tools and reasoning lmsp has none of; message.output_text.logprobs is 400 (unsupported).",
+    },
+    top_logprobs: { type: ['integer', 'null'], minimum: 0, maximum: 20, description: 'Only 0: logprobs are not supported.' },
     truncation: { enum: ['disabled', 'auto', null], description: 'disabled (default): an input that does not fit is refused; auto: the oldest messages are left out until it fits.' },
   },
 } as const;

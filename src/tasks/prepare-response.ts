@@ -88,6 +88,10 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const stream = body.stream ?? false;
   const storeResponse = body.store ?? true;
   if (background && !storeResponse) throw invalidRequest('store', 'background responses must be stored: store cannot be false with background: true');
+  // As Chat Completions' `logprobs: true`: asked for and not produced would be silently missing.
+  const logprobsAt = body.include?.indexOf('message.output_text.logprobs') ?? -1;
+  if (logprobsAt >= 0) throw invalidRequest(`include[${logprobsAt}]`, 'logprobs are not supported.');
+  if ((body.top_logprobs ?? 0) > 0) throw invalidRequest('top_logprobs', 'logprobs are not supported: top_logprobs can only be 0.');
 
   const textFormat = textFormatOf(body);
   const tooling = toolingOf(body);

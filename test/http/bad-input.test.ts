@@ -84,6 +84,12 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     assert.equal(content.error.message, "Invalid value for 'input[0].content': must be a string or an array.");
     const role = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: [{ role: 'bogus', content: 'x' }] })), 400, 'invalid_request', 'input[0].role');
     assert.equal(role.error.message, `Invalid value for 'input[0].role': must be one of "user", "assistant", "system", "developer".`);
+    // OpenAI's `include` values are checked; logprobs, which lmsp does not produce, are refused rather than left out.
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', include: ['bogus'] })), 400, 'invalid_request', 'include[0]');
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', include: ['reasoning.encrypted_content', 'message.output_text.logprobs'] })),
+      400, 'invalid_request', 'include[1]');
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', top_logprobs: 3 })), 400, 'invalid_request', 'top_logprobs');
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', top_logprobs: 21 })), 400, 'invalid_request', 'top_logprobs');
     const tools = [{ type: 'function', name: 'f' }, { type: 'function', name: 'f' }];
     const twice = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', tools })), 400, 'invalid_request', 'tools[1].name');
     assert.equal(twice.error.message, 'The tool name "f" is used by more than one tool; names must be unique.');
@@ -104,6 +110,9 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     assert.deepEqual(rowCounts(service), before, 'no request above wrote anything');
     const identity = await post('{"model": "lmsp-tiny", "input": "x", "max_output_tokens": 1}', { 'content-type': 'application/json', 'content-encoding': 'identity' });
     assert.equal(identity.status, 200, 'the identity coding is no coding');
+    // What lmsp has nothing to add for (reasoning, tool results it has no tools for) is accepted, as is top_logprobs 0.
+    const harmless = await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 1, include: ['reasoning.encrypted_content'], top_logprobs: 0 }));
+    assert.equal(harmless.status, 200, await harmless.clone().text());
   }));
 
   test('a body that is not UTF-8 is 400 invalid_json, never read with replacement characters (LMSP section 2)', () =>
