@@ -53,7 +53,7 @@ export const responseEvents = {
     },
     {
       type: 'response.content_part.added',
-      payload: () => ({ ...ids(header), part: { type: 'output_text', text: '', annotations: [] } }),
+      payload: () => ({ ...ids(header), part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }),
     },
   ],
 
@@ -66,7 +66,7 @@ export const responseEvents = {
 
   /** The closing events of the text, its part, its message and the response. */
   finished: (header: ResponseHeader, text: string, finishReason: FinishReason): EventDraft[] => {
-    const part = { type: 'output_text', text, annotations: [] };
+    const part = { type: 'output_text', text, annotations: [], logprobs: [] };
     const incomplete = isIncomplete(finishReason);
     return [
       { type: 'response.output_text.done', payload: () => ({ ...ids(header), text, logprobs: [] }) },

@@ -54,7 +54,7 @@ function callIndexOffset(state: ToolOutputState): number {
 }
 
 function messageItem(header: ResponseHeader, text: string, status: OutputMessage['status']): OutputMessage {
-  return { type: 'message', id: header.outputItemId, role: 'assistant', status, content: [{ type: 'output_text', text, annotations: [] }] };
+  return { type: 'message', id: header.outputItemId, role: 'assistant', status, content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
 }
 
 function callItem(header: ResponseHeader, state: ToolOutputState, index: number, status: FunctionCallItem['status']): FunctionCallItem {
@@ -69,7 +69,7 @@ function closeMessage(header: ResponseHeader, state: ToolOutputState, status: Ou
   if (state.message !== 'open') return [];
   state.message = 'closed';
   const text = state.text;
-  const part = { type: 'output_text', text, annotations: [] };
+  const part = { type: 'output_text', text, annotations: [], logprobs: [] };
   return [
     { type: 'response.output_text.done', payload: () => ({ ...textIds(header), text, logprobs: [] }) },
     { type: 'response.content_part.done', payload: () => ({ ...textIds(header), part }) },
@@ -103,7 +103,7 @@ export function toolOutputEvents(header: ResponseHeader, state: ToolOutputState,
         state.message = 'open';
         drafts.push(
           { type: 'response.output_item.added', payload: () => ({ output_index: 0, item: { ...messageItem(header, '', 'in_progress'), content: [] } }) },
-          { type: 'response.content_part.added', payload: () => ({ ...textIds(header), part: { type: 'output_text', text: '', annotations: [] } }) },
+          { type: 'response.content_part.added', payload: () => ({ ...textIds(header), part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }) },
         );
       }
       state.text += unit.text;

@@ -16,6 +16,8 @@ export interface OutputText {
   type: 'output_text';
   text: string;
   annotations: [];
+  /** Always empty, as OpenAI's part without `include: ["message.output_text.logprobs"]`. */
+  logprobs: [];
 }
 
 export interface OutputMessage {

@@ -36,7 +36,7 @@ function outputOf(response: ResponseHeader, task: Task, text: string): OutputMes
   if (task.startedAt === null || (task.status === 'queued' && text === '')) return [];
   return [{
     type: 'message', id: response.outputItemId, role: 'assistant', status: outputItemStatusOf(task),
-    content: [{ type: 'output_text', text, annotations: [] }],
+    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
   }];
 }
 
@@ -93,7 +93,7 @@ export function finishedToolItems(response: ResponseHeader, task: Task, text: st
   if (text !== '') {
     items.push({
       type: 'message', id: response.outputItemId, role: 'assistant', status: calls.length > 0 ? 'completed' : outputItemStatusOf(task),
-      content: [{ type: 'output_text', text, annotations: [] }],
+      content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
     });
   }
   for (const call of calls) {
@@ -118,7 +118,7 @@ export function toInputItemObject(item: ResponseInputItem): InputItemObject {
   if (item.type !== 'message') return item;
   return {
     ...item,
-    content: item.content.map((part) => (part.type === 'output_text' ? { type: 'output_text', text: part.text, annotations: [] } : { type: 'input_text', text: part.text })),
+    content: item.content.map((part) => (part.type === 'output_text' ? { type: 'output_text', text: part.text, annotations: [], logprobs: [] } : { type: 'input_text', text: part.text })),
   };
 }
 

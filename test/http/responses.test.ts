@@ -227,8 +227,8 @@ describe('Responses API (LMSP section 6)', () => {
       model: 'lmsp-tiny', max_output_tokens: 2, input: [{ role: 'user', content: 'one' }, given as never, { role: 'assistant', content: 'said' }, { role: 'user', content: 'two' }],
     });
     const items = await service.client.inputItems(second.body.id);
-    assert.deepEqual(items.data[1], { id: given.id, type: 'message', role: 'assistant', status: 'incomplete', content: [{ type: 'output_text', text: given.content[0]!.text, annotations: [] }] });
-    assert.deepEqual(items.data[2], { id: items.data[2]!.id, type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'said', annotations: [] }] });
+    assert.deepEqual(items.data[1], { id: given.id, type: 'message', role: 'assistant', status: 'incomplete', content: [{ type: 'output_text', text: given.content[0]!.text, annotations: [], logprobs: [] }] });
+    assert.deepEqual(items.data[2], { id: items.data[2]!.id, type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'said', annotations: [], logprobs: [] }] });
     assert.match(items.data[2]!.id, /^msg_/);
     assert.notEqual(items.data[2]!.id, given.id);
     // Input text parts stay as they are: OpenAI's input_text has no annotations.
