@@ -4,7 +4,7 @@ import { openSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { TaskObject } from '../../src/api/types.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, startCli } from '../helpers/cli.js';
 import { api, LMSP_BIN, waitFor, withService } from '../helpers/service.js';
 
 async function json<T>(response: Response): Promise<T> {
@@ -109,21 +109,16 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
 
   test('lmsp run whose service goes away mid-stream says which response, as its one JSON document, not a stack trace', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
-      const child = spawn(process.execPath, [LMSP_BIN, 'run', 'lmsp-tiny', 'go', '--max-tokens', '5000', '--json', '--data-dir', service.dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let output = '';
-      let errors = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+      const cli = startCli(['run', 'lmsp-tiny', 'go', '--max-tokens', '5000', '--json', '--data-dir', service.dataDir]);
       await waitFor(async () => (await service.client.listTasks()).data.some((task) => task.status === 'running' && task.last_sequence_number > 10), { what: 'a running task' });
       const [task] = (await service.client.listTasks()).data;
       await service.kill();
-      assert.equal(await closed, 1, errors);
-      assert.doesNotMatch(errors, /node:internal|at .*\(/, 'no stack trace');
-      const failure = JSON.parse(output) as { error: { code: string; message: string } };
+      assert.equal(await cli.closed, 1, cli.stderr());
+      assert.doesNotMatch(cli.stderr(), /node:internal|at .*\(/, 'no stack trace');
+      const failure = JSON.parse(cli.stdout()) as { error: { code: string; message: string } };
       assert.equal(failure.error.code, 'connection_lost');
       assert.ok(failure.error.message.includes(task!.response_id!), failure.error.message);
-      assert.match(errors, new RegExp(`lmsp tasks events ${task!.response_id!} --follow`));
+      assert.match(cli.stderr(), new RegExp(`lmsp tasks events ${task!.response_id!} --follow`));
     }));
 
   test('the CLI says so when the service is not running', { timeout: 30_000 }, () => withService({}, async (service) => {
@@ -153,21 +148,15 @@ describe('lmsp tasks events --json refused half-way', () => {
   test('closes the list it began, so stdout stays one JSON document, and exits non-zero saying why', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
       const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 3000 });
-      const child = spawn(process.execPath, [LMSP_BIN, 'tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir],
-        { stdio: ['ignore', 'pipe', 'pipe'] });
-      let output = '';
-      let errors = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-      await waitFor(() => output.split('\n').length > 5, { what: 'some followed events' });
+      const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
+      await waitFor(() => cli.stdout().split('\n').length > 5, { what: 'some followed events' });
       // An answer, not a dropped connection: the CLI's own token is revoked under it (LMSP 4).
       const clients = await json<{ data: Array<{ id: string; name: string }> }>(await api(service, '/v1/clients?limit=100'));
       const operator = clients.data.find((client) => client.name === 'operator')!;
       assert.equal((await api(service, `/v1/clients/${operator.id}`, { method: 'DELETE' })).status, 200);
-      assert.equal(await closed, 1, errors);
-      assert.match(errors, /invalid_token/);
-      const list = JSON.parse(output) as { object: string; data: Array<{ sequence_number: number }> };
+      assert.equal(await cli.closed, 1, cli.stderr());
+      assert.match(cli.stderr(), /invalid_token/);
+      const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }> };
       assert.equal(list.object, 'list');
       assert.ok(list.data.length > 3);
       assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
@@ -178,19 +167,13 @@ describe('lmsp tasks events --follow across a crash', () => {
   test('reconnects after the service restarts and prints every event once, in order', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
       const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 300, on_restart: 'resume', seed: 4 });
-      const child = spawn(process.execPath, [LMSP_BIN, 'tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir],
-        { stdio: ['ignore', 'pipe', 'pipe'] });
-      let output = '';
-      let errors = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-      await waitFor(() => output.split('\n').length > 20, { what: 'some followed events' });
+      const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
+      await waitFor(() => cli.stdout().split('\n').length > 20, { what: 'some followed events' });
       await service.kill();
       await service.restart();
-      assert.equal(await closed, 0, errors);
-      assert.match(errors, /reconnecting after event \d+/);
-      const events = (JSON.parse(output) as { data: Array<{ sequence_number: number; type: string }> }).data;
+      assert.equal(await cli.closed, 0, cli.stderr());
+      assert.match(cli.stderr(), /reconnecting after event \d+/);
+      const events = (JSON.parse(cli.stdout()) as { data: Array<{ sequence_number: number; type: string }> }).data;
       assert.deepEqual(events.map((event) => event.sequence_number), events.map((_, index) => index + 1), 'every event once, in order');
       assert.ok(events.some((event) => event.type === 'response.resumed'));
       assert.equal(events.at(-1)!.type, 'response.incomplete');

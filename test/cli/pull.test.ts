@@ -9,7 +9,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ModelObject, TaskObject } from '../../src/api/types.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, startCli } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
 import { api, LMSP_BIN, waitFor, withService } from '../helpers/service.js';
@@ -81,24 +81,18 @@ describe('lmsp models pull (LMSP 5.1)', () => {
       const busy = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 1 });
       const held = await api(service, `/v1/tasks/${busy.body.task.id}/events?stream=true`, { signal: holder.signal });
       assert.equal(held.status, 200);
-      const child = spawn(process.execPath, [LMSP_BIN, 'models', 'pull', url, '--id', 'limited', '--json', '--data-dir', service.dataDir],
-        { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let output = '';
-      let errors = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
-      const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-      await waitFor(() => /too_many_streams/.test(errors), { what: 'the CLI to be refused a stream', timeoutMs: 30_000 });
+      const cli = startCli(['models', 'pull', url, '--id', 'limited', '--json', '--data-dir', service.dataDir], { env: env() });
+      await waitFor(() => /too_many_streams/.test(cli.stderr()), { what: 'the CLI to be refused a stream', timeoutMs: 30_000 });
       holder.abort();
       const partial = join(service.dataDir, 'models', 'limited.gguf.partial');
       await waitFor(() => existsSync(partial) && statSync(partial).size > 0, { timeoutMs: 30_000, what: 'the download to start' });
       await service.kill();
       await service.restart({ env: env(), args: ['--max-streams', '1'] });
-      assert.equal(await closed, 0, errors);
-      const model = JSON.parse(output) as ModelObject;
+      assert.equal(await cli.closed, 0, cli.stderr());
+      const model = JSON.parse(cli.stdout()) as ModelObject;
       assert.equal(model.id, 'limited');
       assert.equal(model.digest, DIGEST);
-      assert.match(errors, /connection lost; following the pull/);
+      assert.match(cli.stderr(), /connection lost; following the pull/);
     }));
 
   test('without a running service: the same task through the task core, then the service knows the model', () => withDataDir(async (dataDir) => {

@@ -1,5 +1,5 @@
 /** Runs the built `lmsp` binary as a user would. */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { LMSP_BIN } from './service.js';
 
 export interface CliResult {
@@ -26,4 +26,22 @@ export function runCli(args: string[], options: { env?: Record<string, string>; 
     });
     child.stdin.end(options.input ?? '');
   });
+}
+
+/** A command started and left running, for a test that acts while it runs: what it wrote so far, and how it ends. */
+export interface RunningCli {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  closed: Promise<number | null>;
+}
+
+export function startCli(args: string[], options: { env?: Record<string, string> } = {}): RunningCli {
+  const child = spawn(process.execPath, [LMSP_BIN, ...args], { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { child, stdout: () => stdout, stderr: () => stderr, closed };
 }
