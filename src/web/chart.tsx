@@ -1,6 +1,6 @@
 /**
- * Tokens per second and queue depth over the history the dashboard keeps (the time axis always
- * spans all of it, even with one sample), drawn by uPlot (small, fast, no
+ * Tokens per second and queue depth over the history the dashboard keeps (the time axis spans
+ * the samples kept, at least a minute of them), drawn by uPlot (small, fast, no
  * dependencies, canvas). The canvas is hidden from assistive technology: the caption says the same
  * figures in words.
  */
@@ -14,10 +14,26 @@ function dataOf(samples: Sample[]): uPlot.AlignedData {
   return [samples.map((sample) => sample.at), samples.map((sample) => sample.tokensPerSecond), samples.map((sample) => sample.queued)];
 }
 
-/** The time axis ends at the newest sample, or now before the first one (not at 1970). */
-function timeRange(newest: number | null): [number, number] {
-  const end = newest !== null && Number.isFinite(newest) && newest > 0 ? newest : Date.now() / 1000;
-  return [end - HISTORY_SECONDS, end];
+/** The shortest span the time axis shows, so that the first samples are not one pixel wide. */
+const MIN_SPAN_SECONDS = 60;
+
+function valid(at: number | null): at is number {
+  return at !== null && Number.isFinite(at) && at > 0;
+}
+
+/**
+ * The time axis spans the samples kept, from the oldest to the newest (at least a minute, at most
+ * the history), so it covers what the caption says; before the first sample it ends now (not at 1970).
+ */
+function timeRange(oldest: number | null, newest: number | null): [number, number] {
+  const end = valid(newest) ? newest : Date.now() / 1000;
+  const start = valid(oldest) ? Math.min(oldest, end - MIN_SPAN_SECONDS) : end - MIN_SPAN_SECONDS;
+  return [Math.max(start, end - HISTORY_SECONDS), end];
+}
+
+/** Times of day on the axis, without a date: the chart never spans more than its history. */
+function timeLabels(_u: uPlot, splits: number[]): string[] {
+  return splits.map((at) => new Date(at * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }));
 }
 
 export function ThroughputChart({ samples }: { samples: Sample[] }) {
@@ -35,9 +51,10 @@ export function ThroughputChart({ samples }: { samples: Sample[] }) {
       height: HEIGHT,
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true, range: (_u, _min, max) => timeRange(max) }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
+      // From the samples themselves: for a single one uPlot would offer a day's span.
+      scales: { x: { time: true, range: (u) => timeRange(u.data[0][0] ?? null, u.data[0].at(-1) ?? null) }, tokens: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] }, queue: { range: (_u, _min, max) => [0, Math.max(4, max + 1)] } },
       axes: [
-        { ...axis },
+        { ...axis, values: timeLabels, space: 110 },
         { ...axis, scale: 'tokens', label: 'tokens/s', size: 60 },
         { ...axis, scale: 'queue', side: 1, label: 'queued', size: 50, grid: { show: false } },
       ],

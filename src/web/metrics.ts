@@ -4,7 +4,7 @@
  * with a real parser, and keeps the last minutes of tokens per second and queue depth in memory.
  */
 import { figuresOf, tokensPerSecond, type Figures, type Sample } from '../api/metrics-figures.js';
-import { authorization, checked, type Session } from './session.js';
+import { authorization, checked, fetchService, type Session } from './session.js';
 
 export type { Figures, Sample };
 
@@ -56,7 +56,7 @@ export class MetricsSampler {
   private async scrape(): Promise<void> {
     if (this.stopped) return;
     try {
-      const response = await checked(this.session, await fetch('metrics', {
+      const response = await checked(this.session, await fetchService('metrics', {
         headers: authorization(this.session), cache: 'no-store', credentials: 'omit',
       }));
       const figures = figuresOf(await response.text(), Date.now() / 1000);

@@ -73,10 +73,25 @@ export async function checked(session: Session | null, response: globalThis.Resp
   throw error;
 }
 
+/** What a request that reached no service fails with (status 0): said in words, not as the browser's "Failed to fetch". */
+export function unreachable(): ApiError {
+  return new ApiError(0, 'connection_lost', 'The service cannot be reached (stopped, or restarting). This page asks again by itself.');
+}
+
+/** A fetch of the service's: a network failure (a TypeError) is `unreachable()`. */
+export async function fetchService(path: string, init: RequestInit): Promise<globalThis.Response> {
+  try {
+    return await fetch(path, init);
+  } catch (failure) {
+    if (failure instanceof TypeError && !init.signal?.aborted) throw unreachable();
+    throw failure;
+  }
+}
+
 export async function request<T>(session: Session | null, method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = session ? authorization(session) : {};
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(path, {
+  const response = await fetchService(path, {
     method,
     headers,
     body: body === undefined ? null : JSON.stringify(body),

@@ -3,7 +3,7 @@ import type { ComponentChildren } from 'preact';
 import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { formatAgo, formatTime } from './format.js';
-import type { Session } from './session.js';
+import { ApiError, type Session } from './session.js';
 
 export interface AppContext {
   session: Session;
@@ -108,9 +108,13 @@ export interface Polled<T> {
   refresh: () => void;
 }
 
+/** How soon a load done once is tried again after the service could not be reached. */
+const UNREACHABLE_RETRY_MS = 2000;
+
 /**
- * Runs `load` now and every `intervalMs` (null: once) while the tab is visible; `deps` and a new
- * interval restart it. A failed load keeps the last data and shows the error.
+ * Runs `load` now and every `intervalMs` (null: once, or until it reaches the service) while the
+ * tab is visible; `deps` and a new interval restart it. A failed load keeps the last data and
+ * shows the error.
  */
 export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, deps: unknown[]): Polled<T> {
   const [data, setData] = useState<T | null>(null);
@@ -122,6 +126,7 @@ export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, de
     let timer: ReturnType<typeof setTimeout> | null = null;
     const run = async () => {
       if (!live) return;
+      let next = intervalMs;
       if (document.visibilityState !== 'hidden') {
         try {
           const value = await load();
@@ -131,9 +136,14 @@ export function usePoll<T>(load: () => Promise<T>, intervalMs: number | null, de
           }
         } catch (failure) {
           if (live) setError(failure as Error);
+          // A load done once that found the service away (restarting, say) is done again until it
+          // answers: the page fills in by itself once the service is back.
+          if (failure instanceof ApiError && failure.status === 0) next ??= UNREACHABLE_RETRY_MS;
         }
+      } else if (next === null) {
+        next = UNREACHABLE_RETRY_MS; // hidden before its first load: load once it is shown
       }
-      if (live && intervalMs !== null) timer = setTimeout(() => void run(), intervalMs);
+      if (live && next !== null) timer = setTimeout(() => void run(), next);
     };
     void run();
     return () => {

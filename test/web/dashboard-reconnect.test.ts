@@ -36,4 +36,27 @@ describe('the dashboard across a crash of the service (LMSP 15)', { skip: NO_BRO
       const numbers = (await page.locator('.log tbody tr td:first-child').allTextContents()).map(Number);
       assert.deepEqual(numbers, numbers.map((_, index) => numbers[0]! + index));
     })));
+
+  test('a view opened while the service is down says so in words, and fills in by itself once it is back', { timeout: 120_000 }, () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      await signIn(page, service, ['responses', 'admin']);
+      const serviceId = (await service.client.service()).id;
+      await page.goto(`${service.url}/#/tasks`);
+      await page.getByRole('heading', { name: 'Tasks' }).waitFor();
+      await service.kill();
+      // The Overview's one-off read of the service fails now; the figures' polling too.
+      await page.evaluate("location.hash = '#/'");
+      await page.getByText('The service cannot be reached').first().waitFor({ timeout: 15_000 });
+      assert.equal(await page.getByText('Failed to fetch').count(), 0, 'not the browser\'s words');
+      const port = new URL(service.url).port;
+      const again = await service.restart({ args: ['--port', port] });
+      await page.getByText(serviceId).waitFor({ timeout: 30_000 });
+      await waitFor(async () => (await page.getByText('The service cannot be reached').count()) === 0 || undefined, { what: 'the notice to go' });
+      // A list view says so too, and recovers as well.
+      await page.evaluate("location.hash = '#/tasks'");
+      await page.getByRole('heading', { name: 'Tasks' }).waitFor();
+      await again.kill();
+      await page.getByText('The service cannot be reached').first().waitFor({ timeout: 15_000 });
+    })));
 });

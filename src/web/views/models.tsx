@@ -11,14 +11,14 @@ import { ApiError, hasScope, request } from '../session.js';
 import { followTaskEvents } from '../stream.js';
 import { Code, ErrorNotice, Notice, PageHeading, StatusBadge, TableRegion, useApp, usePoll } from '../ui.js';
 import { isUnfinished, type List, type Model, type Service, type Task } from '../wire.js';
-import { applyEvents, PullProgress, type LiveState } from './task.js';
+import { applyEvents, EMPTY_LIVE, PullProgress, type LiveState } from './task.js';
 import { REFRESH_MS } from './tasks.js';
 
 const PULL_UNAVAILABLE = 'This service cannot pull models: POST /v1/models/pull is not available in this version of lmsp. Register a file with `lmsp models add PATH` instead.';
 
 function PullRow({ task }: { task: Task }) {
   const { session } = useApp();
-  const [live, setLive] = useState<LiveState>({ text: '', events: [], eventCount: 0, pull: null, ended: false });
+  const [live, setLive] = useState<LiveState>(EMPTY_LIVE);
   useEffect(() => {
     if (!isUnfinished(task.status)) return;
     const abort = new AbortController();

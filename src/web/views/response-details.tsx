@@ -2,14 +2,18 @@
 import { formatNumber } from '../format.js';
 import { request } from '../session.js';
 import { Code, ErrorNotice, ScrollText, useApp, usePoll } from '../ui.js';
-import { messageText, type InputMessage, type List, type Response } from '../wire.js';
+import { isUnfinished, messageText, type InputMessage, type List, type Response } from '../wire.js';
+
+/** How often a running response's usage is read again. */
+const LIVE_REFRESH_MS = 1000;
 
 export function ResponseDetails({ responseId, taskStatus }: { responseId: string; taskStatus: string }) {
   const { session } = useApp();
   const path = `v1/responses/${encodeURIComponent(responseId)}`;
   // Read again whenever the task's status changes, so the response's status keeps pace with the
-  // task's, and its usage is read once the task has finished.
-  const response = usePoll(() => request<Response>(session, 'GET', path), null, [responseId, taskStatus]);
+  // task's, and every second while it runs, so its usage grows with the text (LMSP 6: an
+  // unfinished response holds its output so far).
+  const response = usePoll(() => request<Response>(session, 'GET', path), isUnfinished(taskStatus) ? LIVE_REFRESH_MS : null, [responseId, taskStatus]);
   const input = usePoll(() => request<List<InputMessage>>(session, 'GET', `${path}/input_items?order=asc&limit=100`), null, [responseId]);
   const value = response.data;
   return (

@@ -6,14 +6,14 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { formatBytes, formatTime } from '../format.js';
 import { href } from '../router.js';
-import { request, type ApiError } from '../session.js';
+import { ApiError, request } from '../session.js';
 import { followTaskEvents } from '../stream.js';
 import { Code, ErrorNotice, Notice, PageHeading, ScrollText, StatusBadge, useApp } from '../ui.js';
-import { isUnfinished, outputText, type Response, type Task, type TaskEvent } from '../wire.js';
+import { isUnfinished, outputText, type List, type Response, type Task, type TaskEvent } from '../wire.js';
 import { ResponseDetails } from './response-details.js';
 import { formatRunTime } from './tasks.js';
 
-/** Rows of the event log shown at once; the whole log stays available from the API. */
+/** Rows of the event log shown at first, and added by each "Show earlier events". */
 const LOG_ROWS = 300;
 
 export interface LiveState {
@@ -22,9 +22,18 @@ export interface LiveState {
   eventCount: number;
   pull: { downloaded: number; total: number | null } | null;
   ended: boolean;
+  /** How many of the latest events the log keeps (LOG_ROWS unless earlier ones were asked for). */
+  limit?: number;
 }
 
-const EMPTY: LiveState = { text: '', events: [], eventCount: 0, pull: null, ended: false };
+export const EMPTY_LIVE: LiveState = { text: '', events: [], eventCount: 0, pull: null, ended: false };
+
+/** Events from before the oldest one kept, put in front of the log, which keeps them from then on. */
+export function withEarlier(state: LiveState, earlier: TaskEvent[]): LiveState {
+  const first = state.events[0]?.sequence_number ?? Infinity;
+  const before = earlier.filter((event) => event.sequence_number < first);
+  return { ...state, events: [...before, ...state.events], limit: (state.limit ?? LOG_ROWS) + before.length };
+}
 
 /** What a batch of events changes in the view (text, log, pull progress). */
 export function applyEvents(state: LiveState, events: TaskEvent[]): LiveState {
@@ -51,7 +60,7 @@ export function applyEvents(state: LiveState, events: TaskEvent[]): LiveState {
     if (/\.(completed|incomplete|failed|cancelled)$/.test(event.type)) ended = true;
   }
   const log = [...state.events, ...events];
-  return { text, pull, ended, events: log.slice(-LOG_ROWS), eventCount: state.eventCount + events.length };
+  return { ...state, text, pull, ended, events: log.slice(-(state.limit ?? LOG_ROWS)), eventCount: state.eventCount + events.length };
 }
 
 export function PullProgress({ pull }: { pull: LiveState['pull'] }) {
@@ -85,7 +94,8 @@ export function TaskView({ taskId }: { taskId: string }) {
    * the page asks again by itself.
    */
   const [refusal, setRefusal] = useState<ApiError | null>(null);
-  const [live, setLive] = useState<LiveState>(EMPTY);
+  const [live, setLive] = useState<LiveState>(EMPTY_LIVE);
+  const [earlierError, setEarlierError] = useState<string | null>(null);
   /** What became of this page's cancel: accepted (the notice follows the task's status), or refused. */
   const [cancelOutcome, setCancelOutcome] = useState<{ accepted: true } | { accepted: false; message: string } | null>(null);
   const lastStatus = useRef<string | null>(null);
@@ -115,6 +125,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       if (lastStatus.current !== null && lastStatus.current !== next.status) announce(`Task ${next.status}.`);
       lastStatus.current = next.status;
       setTask(next);
+      setError(null);
     } catch (failure) {
       setError(failure as Error);
     }
@@ -130,6 +141,19 @@ export function TaskView({ taskId }: { taskId: string }) {
     }, abort.signal, setRefusal).catch((failure: Error) => setError(failure));
     return () => abort.abort();
   }, [taskId]);
+
+  const firstShown = live.events[0]?.sequence_number ?? 1;
+  const showEarlier = async () => {
+    setEarlierError(null);
+    const from = Math.max(0, firstShown - 1 - LOG_ROWS);
+    try {
+      const page = await request<List<TaskEvent>>(session, 'GET',
+        `v1/tasks/${encodeURIComponent(taskId)}/events?starting_after=${from}&limit=${firstShown - 1 - from}`);
+      setLive((state) => withEarlier(state, page.data));
+    } catch (failure) {
+      setEarlierError((failure as Error).message);
+    }
+  };
 
   const cancel = async () => {
     setCancelOutcome(null);
@@ -148,6 +172,17 @@ export function TaskView({ taskId }: { taskId: string }) {
       : task?.status === 'cancelled' ? 'The task was cancelled.' : 'Cancel accepted: the task stops within a second.';
 
   const streaming = task ? isUnfinished(task.status) : !live.ended;
+  // No such task (or not this session's): the message alone, not an empty output "followed live".
+  // A service out of reach is no answer: the page goes on and fills in once it is back.
+  if (error && !task && !(error instanceof ApiError && error.status === 0)) {
+    return (
+      <>
+        <p class="crumbs"><a href={href('tasks')}>Tasks</a> / <Code>{taskId}</Code></p>
+        <PageHeading>Task <Code>{taskId}</Code></PageHeading>
+        <ErrorNotice error={error} />
+      </>
+    );
+  }
   return (
     <>
       <p class="crumbs"><a href={href('tasks')}>Tasks</a> / <Code>{taskId}</Code></p>
@@ -198,8 +233,10 @@ export function TaskView({ taskId }: { taskId: string }) {
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
         <p class="help">
-          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{live.eventCount > LOG_ROWS ? `; the latest ${LOG_ROWS} are shown` : ''}. {refusal ? (refusal.status === 0 ? 'Reconnecting.' : 'Waiting for the service to allow another event stream.') : streaming ? 'Following live.' : 'The log is complete.'}
+          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{firstShown > 1 ? `; from #${firstShown} on are shown` : ''}. {refusal ? (refusal.status === 0 ? 'Reconnecting.' : 'Waiting for the service to allow another event stream.') : streaming ? 'Following live.' : 'The log is complete.'}
         </p>
+        {firstShown > 1 && <button type="button" class="log-earlier" onClick={showEarlier}>Show earlier events</button>}
+        {earlierError && <Notice kind="error">{earlierError}</Notice>}
         <div class="table-wrap log" ref={log} tabIndex={0} role="region" aria-label="Event log, scrollable" onScroll={(event) => {
           // The scroll event of the page's own scrolling comes after more rows may have arrived:
           // judged by the height then, it would look like a reader scrolling back.

@@ -40,7 +40,8 @@ export function formatRunTime(task: Task, now = Date.now() / 1000): string {
 /** The Client column, for admins: the client's name where the list of clients has it, else its id. */
 function ClientCell({ id, names }: { id: string; names: ReadonlyMap<string, string> }) {
   const name = names.get(id);
-  return <td>{name === undefined ? <Code>{id}</Code> : <span title={id}>{name}</span>}</td>;
+  // A client's name is the operator's free text: it wraps within the column rather than widening the table.
+  return <td class="name">{name === undefined ? <Code>{id}</Code> : <span title={id}>{name}</span>}</td>;
 }
 
 export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; caption: string; clientNames: ReadonlyMap<string, string> | null }) {
