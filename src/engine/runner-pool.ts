@@ -26,6 +26,19 @@ import type { EmbedRequest, EmbedResult, EngineMessage, FinishReason, ToolDefini
 /** A cancel not acknowledged by then ends the runner process (LMSP 7.4: within a second). */
 const CANCEL_GRACE_MS = 600;
 
+/**
+ * How long a runner may take to render a prompt through the model's chat template (and tokenize
+ * it): a template is code from an untrusted file (LMSP 5), and one that never ends would hold
+ * its slot, or the tokenizer every create asks, for good. Rendering takes milliseconds; past
+ * this the runner process is ended and the request fails. LMSP_DEBUG_RENDER_DEADLINE_MS sets it
+ * for tests.
+ */
+const RENDER_DEADLINE_MS = Number(process.env.LMSP_DEBUG_RENDER_DEADLINE_MS) || 30_000;
+
+function renderTimedOut(): EngineError {
+  return new EngineError('engine_error', `the model's chat template did not render the prompt within ${RENDER_DEADLINE_MS / 1000} s; the engine process was stopped`);
+}
+
 export interface RunnerPoolOptions {
   slots: number;
   /** `--parallel-mode sequences`: a runner serves this many generations of its model at once. */
@@ -286,6 +299,7 @@ export class RunnerPool implements Engine {
         settled = true;
         signal.removeEventListener('abort', onAbort);
         if (killTimer) clearTimeout(killTimer);
+        rendered();
         action();
       };
       const onAbort = () => {
@@ -301,6 +315,16 @@ export class RunnerPool implements Engine {
           }, CANCEL_GRACE_MS);
         });
       };
+      // Until the prompt is rendered: then llama.cpp evaluates it, which a cancel can interrupt.
+      let renderTimer: NodeJS.Timeout | null = setTimeout(() => {
+        renderTimer = null;
+        runner.kill();
+        settle(() => reject(renderTimedOut()));
+      }, RENDER_DEADLINE_MS);
+      const rendered = () => {
+        if (renderTimer) clearTimeout(renderTimer);
+        renderTimer = null;
+      };
       requestId = runner.request((id) => ({
         type: 'generate',
         requestId: id,
@@ -315,6 +339,7 @@ export class RunnerPool implements Engine {
       }), (message) => {
         switch (message.type) {
           case 'prompt':
+            rendered();
             hooks.onPrompt(message.inputTokens);
             return false;
           case 'output':
@@ -423,17 +448,26 @@ export class RunnerPool implements Engine {
     if (!loaded) this.tokenizerRequests += 1;
     try {
       return await new Promise((resolve, reject) => {
+        // A count renders the prompt too: one that does not end stops the runner, not every create after it.
+        const deadline = setTimeout(() => {
+          runner.kill();
+          reject(renderTimedOut());
+        }, RENDER_DEADLINE_MS);
+        const settle = (action: () => void) => {
+          clearTimeout(deadline);
+          action();
+        };
         runner.request((requestId) => ({ type: 'count', requestId, model, messages, ...(tools && tools.length > 0 ? { tools } : {}) }), (message) => {
           if (message.type === 'counted') {
-            resolve({ tokens: message.tokens, contextLength: message.contextLength });
+            settle(() => resolve({ tokens: message.tokens, contextLength: message.contextLength }));
             return true;
           }
           if (message.type === 'error') {
-            reject(new EngineError(taskErrorCode(message.code), message.message));
+            settle(() => reject(new EngineError(taskErrorCode(message.code), message.message)));
             return true;
           }
           return false;
-        }, (exit) => reject(new EngineError('engine_error', exit.reason)));
+        }, (exit) => settle(() => reject(new EngineError('engine_error', exit.reason))));
       });
     } finally {
       if (!loaded) {

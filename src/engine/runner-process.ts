@@ -11,6 +11,9 @@ import type { ParentMessage, RunnerMessage, RunnerSettings } from './protocol.js
 
 const RUNNER_SCRIPT = fileURLToPath(new URL('./runner.js', import.meta.url));
 
+/** The JavaScript heap of a runner process, in MiB: the runner's own objects need a fraction of it. */
+const RUNNER_HEAP_MB = 1024;
+
 export type RunnerLog = (level: 'info' | 'warn' | 'error', message: string) => void;
 
 type Handler = (message: RunnerMessage) => void;
@@ -68,10 +71,14 @@ export class RunnerProcess {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
       serialization: 'json' as const,
     };
-    // taskset sets the CPUs and execs node in its place: same process, same IPC channel.
+    // taskset sets the CPUs and execs node in its place: same process, same IPC channel. A model
+    // file is untrusted (LMSP 5): its chat template runs in this process's JavaScript heap, which
+    // is capped, so a template that allocates without end crashes the runner, not the machine
+    // (the weights and caches of llama.cpp live outside that heap).
+    const execArgv = [...process.execArgv, `--max-old-space-size=${RUNNER_HEAP_MB}`];
     const spawned = this.pin
-      ? spawn(this.pin.taskset, ['-c', this.pin.cpus, process.execPath, ...process.execArgv, RUNNER_SCRIPT], options)
-      : fork(RUNNER_SCRIPT, [], options);
+      ? spawn(this.pin.taskset, ['-c', this.pin.cpus, process.execPath, ...execArgv, RUNNER_SCRIPT], options)
+      : fork(RUNNER_SCRIPT, [], { ...options, execArgv });
     const child: RunnerChild = { process: spawned, handlers: new Map(), exitListeners: new Set() };
     spawned.on('message', (message: RunnerMessage) => {
       if (message.type === 'ready') return;

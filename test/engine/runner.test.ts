@@ -101,4 +101,28 @@ describe('chat templates', () => {
     assert.notEqual(templatedTokens, plainTokens);
     assert.ok(templatedTokens > plainTokens, `the template adds its markers (${templatedTokens} vs ${plainTokens} tokens)`);
   }));
+
+  test('a template that never ends fails its request after the render deadline, and the service goes on (LMSP 5)', { timeout: 90_000 }, () =>
+    withService({ env: { LMSP_DEBUG_RENDER_DEADLINE_MS: '3000' } }, async (service) => {
+      const endless = '{% for a in range(100000) %}{% for b in range(100000) %}{{ "xxxxxxxxxxxxxxxx" }}{% endfor %}{% endfor %}';
+      writeGgufFile(join(service.dataDir, 'models', 'endless.gguf'), buildSyntheticModel({ ...LMSP_TINY, name: 'endless', chatTemplate: endless }));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'endless.gguf', id: 'endless' } })).status, 201);
+      const started = Date.now();
+      const failed = await service.client.createResponse({ model: 'endless', input: 'hi', max_output_tokens: 3 });
+      assert.equal(failed.body.status, 'failed');
+      assert.equal(failed.body.error?.code, 'engine_error');
+      assert.match(failed.body.error!.message, /chat template did not render the prompt within 3 s/);
+      assert.ok(Date.now() - started < 30_000, `failed after ${Date.now() - started} ms`);
+      // An input long enough to be counted by the tokenizer first: the count gives up too, and so does the task.
+      const long = await service.client.createResponse({ model: 'endless', input: 'word '.repeat(4000), max_output_tokens: 13_000 });
+      assert.equal(long.body.status, 'failed');
+      assert.equal(long.body.error?.code, 'engine_error');
+      // The tokenizer and the slot are free again for everyone else: a count answers (a 400 that
+      // names the tokens), and a generation runs.
+      const counted = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'word '.repeat(4000), max_output_tokens: 12_000 } });
+      assert.equal(counted.status, 400);
+      assert.match(((await counted.json()) as { error: { message: string } }).error.message, /^The input \(\d+ tokens\)/);
+      const next = await service.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 3 });
+      assert.equal(next.body.status, 'incomplete');
+    }));
 });
