@@ -69,6 +69,14 @@ export const ERROR_CODES = {
     message: 'A model with this id is already registered.',
     retryable: false,
   },
+  // A model that a direct answer (an embedding, a chat completion) cannot use: the file is at
+  // fault, not the service (LMSP 2, 5), and no retry gets past it until the operator acts.
+  model_digest_mismatch: {
+    status: 409,
+    type: 'conflict_error',
+    message: "The model's file changed since it was registered; verify it or register it again.",
+    retryable: false,
+  },
   idempotency_key_in_flight: {
     status: 409,
     type: 'conflict_error',
@@ -97,6 +105,12 @@ export const ERROR_CODES = {
     status: 422,
     type: 'unprocessable_entity_error',
     message: 'This Idempotency-Key was used with a different request.',
+  },
+  model_load_failed: {
+    status: 422,
+    type: 'unprocessable_entity_error',
+    message: 'The model cannot be loaded.',
+    retryable: false,
   },
   request_header_too_large: { status: 431, type: 'invalid_request_error', message: 'The request headers are too large.' },
   rate_limited: { status: 429, type: 'rate_limit_error', message: 'Too many attempts; try again later.' },

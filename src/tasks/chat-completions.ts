@@ -67,9 +67,18 @@ export function chatCompletionAnswer(core: Pick<TaskCore, 'store' | 'machine'>, 
   return { status: error.status, headers: { ...headers, 'x-should-retry': 'false' }, body: error.toBody() };
 }
 
-/** The error a task that did not complete ends its request with: `task_failed` or `task_cancelled`. */
+/**
+ * The error a task that did not complete ends its request with: `task_cancelled`; for a failure,
+ * the model's own fault as a 4xx naming `model` (LMSP 2: a hostile or changed file is input, no
+ * 5xx), else `task_failed` with the task's error code first in its message.
+ */
 export function taskEndError(task: Task | null, taskId: string): ServiceError {
-  if (task?.status === 'failed') return new ServiceError('task_failed', `${task.error?.code ?? 'engine_error'}: ${task.error?.message ?? 'the task failed'}`);
+  if (task?.status === 'failed') {
+    const code = task.error?.code ?? 'engine_error';
+    const message = `${code}: ${task.error?.message ?? 'the task failed'}`;
+    if (code === 'model_not_found' || code === 'model_digest_mismatch' || code === 'model_load_failed') return new ServiceError(code, message, { param: 'model' });
+    return new ServiceError('task_failed', message);
+  }
   return new ServiceError('task_cancelled', `The task ${taskId} was cancelled before it finished.`);
 }
 

@@ -68,8 +68,8 @@ export function embeddingInputs(input: unknown): { inputs: EmbeddingInput[]; sin
   return { inputs: input as EmbeddingInput[], single: false };
 }
 
-/** Engine failures that no retry of the same request can get past. */
-const PERMANENT_ENGINE_ERRORS: ReadonlySet<TaskErrorCode> = new Set<TaskErrorCode>(['model_digest_mismatch', 'model_load_failed']);
+/** Engine failures that are the model file's, not the service's. */
+const MODEL_FAULTS: ReadonlySet<TaskErrorCode> = new Set<TaskErrorCode>(['model_digest_mismatch', 'model_load_failed']);
 
 /** An engine refusal as the client's error: its param names the wire field. */
 function toServiceError(error: unknown, single: boolean): unknown {
@@ -80,11 +80,12 @@ function toServiceError(error: unknown, single: boolean): unknown {
   }
   if (error instanceof EngineError) {
     if (error.code === 'model_not_found') return new ServiceError('model_not_found', error.message, { param: 'model' });
-    // A changed or unloadable file stays so until the operator acts: official clients would retry
-    // the 500 twice, re-hashing the whole file each time (chat completions' task_failed says the same).
-    const headers: Record<string, string> = PERMANENT_ENGINE_ERRORS.has(error.code) ? { 'x-should-retry': 'false' } : {};
     // llama.cpp's own messages may name files: the client sees them without paths, as task errors.
-    return new ServiceError('internal_error', withoutPaths(`${error.code}: ${error.message}`), { cause: error, headers });
+    const message = withoutPaths(`${error.code}: ${error.message}`);
+    // A changed or unloadable file is the file's fault, not the service's (LMSP 2, 5): a 4xx
+    // naming the model, which stays so until the operator acts (x-should-retry: false).
+    if (MODEL_FAULTS.has(error.code)) return new ServiceError(error.code as 'model_digest_mismatch' | 'model_load_failed', message, { param: 'model' });
+    return new ServiceError('internal_error', message, { cause: error });
   }
   return error;
 }

@@ -188,7 +188,7 @@ describe('Embeddings API (LMSP section 14)', () => {
       assert.equal(last.started_at, null, `the last queued generation is still waiting (${last.status})`);
     }));
 
-  test('a model whose file changed is a 500 with x-should-retry: false, so official clients do not re-hash it again and again', { timeout: 60_000 }, () =>
+  test('a model whose file changed is a 409 model_digest_mismatch naming model, with x-should-retry: false (the file is at fault: no 5xx, no retry)', { timeout: 60_000 }, () =>
     withService({}, async (service) => {
       const path = join(service.dataDir, 'models', 'changed.gguf');
       copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), path);
@@ -197,12 +197,34 @@ describe('Embeddings API (LMSP section 14)', () => {
       writeGgufFile(path, buildSyntheticModel({ ...LMSP_TINY, seed: 3 }));
       const response = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'changed', input: 'a' } });
       const text = await response.text();
-      assert.equal(response.status, 500, text);
-      assert.match((JSON.parse(text) as ErrorBody).error.message, /^model_digest_mismatch: /);
+      assert.equal(response.status, 409, text);
+      const { error } = JSON.parse(text) as ErrorBody;
+      assert.deepEqual([error.code, error.param], ['model_digest_mismatch', 'model']);
+      assert.match(error.message, /^model_digest_mismatch: /);
       assert.equal(response.headers.get('x-should-retry'), 'false', 'a retry cannot fix a changed file');
+      // The same for a chat completion of it, whose task failed the same way.
+      const chat = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'changed', messages: [{ role: 'user', content: 'a' }], max_tokens: 2 } });
+      const chatText = await chat.text();
+      assert.equal(chat.status, 409, chatText);
+      assert.deepEqual([(JSON.parse(chatText) as ErrorBody).error.code, (JSON.parse(chatText) as ErrorBody).error.param], ['model_digest_mismatch', 'model']);
+      assert.ok(chat.headers.get('lmsp-task-id'));
+      // A file that passes validation but that llama.cpp refuses: 422 model_load_failed, for both.
+      const unloadable = join(service.dataDir, 'models', 'unloadable.gguf');
+      // Sound as a GGUF file, but a llama model without its output norm, which llama.cpp will not load.
+      const whole = buildSyntheticModel({ ...LMSP_TINY, seed: 4 });
+      writeGgufFile(unloadable, { ...whole, tensors: whole.tensors.filter((tensor) => tensor.name !== 'output_norm.weight') });
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'unloadable.gguf', id: 'unloadable' } })).status, 201);
+      for (const [path, body] of [['/v1/embeddings', { model: 'unloadable', input: 'a' }],
+        ['/v1/chat/completions', { model: 'unloadable', messages: [{ role: 'user', content: 'a' }], max_tokens: 2 }]] as const) {
+        const refused = await api(service, path, { method: 'POST', json: body });
+        const refusedText = await refused.text();
+        assert.equal(refused.status, 422, `${path}: ${refusedText}`);
+        assert.deepEqual([(JSON.parse(refusedText) as ErrorBody).error.code, (JSON.parse(refusedText) as ErrorBody).error.param], ['model_load_failed', 'model']);
+        assert.equal(refused.headers.get('x-should-retry'), 'false');
+      }
     }));
 
-  test('a model file swapped while an embedding loads it is not used: 500 model_digest_mismatch, nothing computed from it', { timeout: 60_000 }, () =>
+  test('a model file swapped while an embedding loads it is not used: 409 model_digest_mismatch, nothing computed from it', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2500' } }, async (service) => {
       const path = join(service.dataDir, 'models', 'racing.gguf');
       copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), path);
@@ -216,7 +238,7 @@ describe('Embeddings API (LMSP section 14)', () => {
       renameSync(other, path);
       const response = await pending;
       const text = await response.text();
-      assert.equal(response.status, 500, text);
+      assert.equal(response.status, 409, text);
       assert.match((JSON.parse(text) as ErrorBody).error.message, /^model_digest_mismatch: .*changed while it loaded/);
       assert.equal(response.headers.get('x-should-retry'), 'false');
     }));
