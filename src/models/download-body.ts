@@ -196,6 +196,8 @@ export interface BodyInput {
   sink: PartialSink;
   progress: ProgressReporter;
   signal: AbortSignal;
+  /** For a body of unknown size: the most bytes the disk can take for it (download.ts, assertRoomFor). */
+  room?: number;
 }
 
 /**
@@ -203,7 +205,7 @@ export interface BodyInput {
  * Rejects with a DownloadError, or with the abort's error when the signal fired; the sink is
  * closed either way.
  */
-export async function receiveBody({ opened, plan, state, sink, progress, signal }: BodyInput): Promise<number> {
+export async function receiveBody({ opened, plan, state, sink, progress, signal, room }: BodyInput): Promise<number> {
   let received = 0;
   // A write error stops the download at once: the rest of the body has nowhere to go.
   const writer = new BlockWriter(sink, (blocked) => (blocked ? opened.pause() : opened.resume()), () => opened.discard());
@@ -217,6 +219,10 @@ export async function receiveBody({ opened, plan, state, sink, progress, signal 
       received += chunk.length;
       if (plan.bodyBytes !== null && received > plan.bodyBytes) {
         throw new DownloadError('length_mismatch', `${describeUrl(opened.url)} sent more than the ${plan.bodyBytes} bytes it declared`);
+      }
+      if (plan.bodyBytes === null && room !== undefined && received > room) {
+        throw new DownloadError('disk_full', `${describeUrl(opened.url)} sent more than the ${room} bytes the models directory can take `
+          + '(a body of undeclared size is stopped before it fills the disk the database needs)');
       }
       state.hash.update(chunk);
       state.size += chunk.length;

@@ -86,6 +86,13 @@ export interface DownloadOptions {
   trustedCertificates?: string | Buffer;
   /** Where bytes are written; tests pass one that fails like a full disk. */
   openPartial?: OpenPartialSink;
+  /** The free bytes of the models directory's disk (null: unknown); tests pass a small disk. */
+  diskFree?: (modelsDir: string) => Promise<number | null>;
+}
+
+async function statfsFree(modelsDir: string): Promise<number | null> {
+  const disk = await statfs(modelsDir).catch(() => null);
+  return disk ? disk.bavail * disk.bsize : null;
 }
 
 export interface DownloadResult {
@@ -217,7 +224,7 @@ class Download {
   }
 
   private async writeBody(opened: OpenedResponse, plan: Extract<BodyPlan, { kind: 'write' }>, state: FileState): Promise<void> {
-    await this.assertRoomFor(plan).catch((error: unknown) => {
+    const room = await this.assertRoomFor(plan).catch((error: unknown) => {
       opened.discard();
       throw error;
     });
@@ -225,7 +232,7 @@ class Download {
       opened.discard();
       throw fileFailure(error);
     });
-    this.transferred += await receiveBody({ opened, plan, state, sink, progress: this.progress, signal: this.signal });
+    this.transferred += await receiveBody({ opened, plan, state, sink, progress: this.progress, signal: this.signal, ...(room === null ? {} : { room }) });
   }
 
   /**
@@ -233,19 +240,22 @@ class Download {
    * `DISK_RESERVE_BYTES`, before a byte of it is written: a server (or a typo) declaring a file
    * larger than the disk fails at once, instead of filling the disk that the database and
    * everything else share, and a file that would just fit does not leave the database without
-   * room for its next commit. Not resumable: the space will not appear by asking again. Bodies
-   * of unknown size are caught by ENOSPC instead.
+   * room for its next commit. Not resumable: the space will not appear by asking again. A body
+   * of unknown size (no Content-Length: chunked, or ended by closing) answers the room it may
+   * take, the same free space less the reserve, and is stopped past it: a server that sends
+   * without end fills neither the disk nor the database's room.
    */
-  private async assertRoomFor(plan: Extract<BodyPlan, { kind: 'write' }>): Promise<void> {
+  private async assertRoomFor(plan: Extract<BodyPlan, { kind: 'write' }>): Promise<number | null> {
     const needed = plan.bodyBytes ?? (plan.totalBytes === null ? null : plan.totalBytes - plan.from);
-    if (needed === null) return;
-    const disk = await statfs(this.options.modelsDir).catch(() => null);
-    if (!disk) return; // a file system that cannot say: ENOSPC still stops the download
+    const diskFree = await (this.options.diskFree ?? statfsFree)(this.options.modelsDir);
+    if (diskFree === null) return null; // a file system that cannot say: ENOSPC still stops the download
     // Starting over truncates the partial file, whose bytes count as free.
-    const free = disk.bavail * disk.bsize + (plan.from === 0 ? await partialSize(this.partial) : 0);
+    const free = diskFree + (plan.from === 0 ? await partialSize(this.partial) : 0);
+    if (needed === null) return Math.max(0, free - DISK_RESERVE_BYTES);
     if (needed > free - DISK_RESERVE_BYTES) {
       throw new DownloadError('disk_full', `not enough free disk space in the models directory: the model file needs ${needed} more bytes, ${free} are free and ${DISK_RESERVE_BYTES} stay free for the database`);
     }
+    return null;
   }
 
   private async finish(state: FileState, totalBytes: number | null, resumedFromBytes: number): Promise<DownloadResult> {

@@ -5,7 +5,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DownloadError } from '../../src/models/download-errors.js';
-import { downloadModel, modelPathOf, partialPathOf, type DownloadOptions } from '../../src/models/download.js';
+import { DISK_RESERVE_BYTES, downloadModel, modelPathOf, partialPathOf, type DownloadOptions } from '../../src/models/download.js';
 import { readGgufFacts } from '../../src/models/gguf.js';
 import { openPartialFile, type OpenPartialSink } from '../../src/models/partial-file.js';
 import { parsePullSource, pullSettingsFromEnvironment } from '../../src/models/pull-source.js';
@@ -309,6 +309,32 @@ describe('model download failures (LMSP 5.1, 9)', () => {
       nothingLeft(modelsDir);
     });
   }, 'pull-repeated-length'));
+
+  test('a body of undeclared size that goes on without end is stopped at the room the disk has, less the reserve: disk_full, nothing left', () => withDataDir(async (modelsDir) => {
+    let written = 0;
+    await withRawServer((socket) => {
+      // Chunked, no Content-Length: a GGUF header, then zeros for ever (until the client hangs up).
+      socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n');
+      const zeros = Buffer.alloc(64 * 1024);
+      const send = (chunk: Buffer) => socket.write(`${chunk.length.toString(16)}\r\n`) && socket.write(chunk) && socket.write('\r\n');
+      send(MODEL.subarray(0, 4096));
+      const pump = () => {
+        while (!socket.destroyed && written < 64 * 1024 * 1024) {
+          written += zeros.length;
+          if (!send(zeros)) return void socket.once('drain', pump);
+        }
+      };
+      socket.on('error', () => undefined);
+      pump();
+    }, async (raw) => {
+      // A disk with the reserve and 2 MiB more free.
+      const diskFree = () => Promise.resolve(DISK_RESERVE_BYTES + 2 * 1024 * 1024);
+      const error = await failure(downloadModel(rawOptions(raw, modelsDir, { diskFree })), 'disk_full', 'download_failed', false);
+      assert.match(error.message, /sent more than the 2097152 bytes the models directory can take/);
+      nothingLeft(modelsDir);
+    });
+    assert.ok(written < 16 * 1024 * 1024, `the client stopped reading early (${written} bytes sent)`);
+  }, 'pull-endless-chunked'));
 
   test('a refused connection is resumable', () => withDataDir(async (modelsDir) => {
     const closed = await startModelServer();
