@@ -10,9 +10,23 @@ import type { TaskCore } from './core.js';
 type StoreDeps = Pick<TaskCore, 'store'>;
 
 /** A task visible to `client`; another client's looks like one that does not exist. */
+/**
+ * The kinds of task a client may read and cancel through /v1/tasks (null: every kind): with
+ * `responses` (or `admin`) all of its own; with `models:write` alone its own model pulls, which it
+ * starts and is sent to follow (LMSP 5.1: 202 with `Location: /v1/tasks/{id}`); else none.
+ */
+export function readableTaskKinds(client: Client): TaskKind[] | null {
+  if (hasScope(client, 'responses')) return null;
+  if (hasScope(client, 'models:write')) return ['model_pull'];
+  throw new ServiceError('insufficient_scope', "This needs the 'responses' scope (or 'models:write', for the client's model pulls).");
+}
+
 export function visibleTask(deps: StoreDeps, client: Client, taskId: string): Task {
+  const kinds = readableTaskKinds(client);
   const task = deps.store.tasks.get(taskId);
-  if (!task || !canSee(client, task.clientId)) throw new ServiceError('not_found', `No task with id '${taskId}'.`, { param: 'id' });
+  if (!task || !canSee(client, task.clientId) || (kinds !== null && !kinds.includes(task.kind))) {
+    throw new ServiceError('not_found', `No task with id '${taskId}'.`, { param: 'id' });
+  }
   return task;
 }
 
@@ -27,16 +41,21 @@ export interface TaskListRequest {
 
 /** The client's own tasks (all of them with `admin`), a page at a time. */
 export function listTasks(deps: StoreDeps, client: Client, request: TaskListRequest): ListObject<TaskObject> & { first_id: string | null; last_id: string | null } {
+  const readable = readableTaskKinds(client);
   let afterSeq: number | null = null;
   if (request.after !== null) {
     const cursor = deps.store.tasks.get(request.after);
-    if (!cursor || !canSee(client, cursor.clientId)) throw invalidRequest('after', `No task with id '${request.after}'.`);
+    if (!cursor || !canSee(client, cursor.clientId) || (readable !== null && !readable.includes(cursor.kind))) {
+      throw invalidRequest('after', `No task with id '${request.after}'.`);
+    }
     afterSeq = cursor.seq;
   }
+  const asked = request.kinds ?? null;
+  const kinds = readable === null ? asked : asked === null ? readable : asked.filter((kind) => readable.includes(kind));
   const { tasks, hasMore } = deps.store.tasks.list({
     clientId: hasScope(client, 'admin') ? null : client.id,
     statuses: request.statuses,
-    kinds: request.kinds ?? null,
+    kinds,
     afterSeq,
     limit: request.limit,
     order: request.order,

@@ -98,7 +98,8 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
       [responder.token, 'GET', '/v1/clients', 'admin'],
       [responder.token, 'DELETE', `/v1/clients/${reader.id}`, 'admin'],
       [responder.token, 'POST', '/v1/pairing-codes', 'admin', {}],
-      [writer.token, 'GET', '/v1/tasks', 'responses'],
+      // models:write alone reads its own model pulls only (LMSP 5.1): a reader of models, none.
+      [reader.token, 'GET', '/v1/tasks/task_x', 'responses'],
     ];
     for (const [token, method, path, scope, body] of checks) {
       const response = await as(service, token)(path, { method, ...(body ? { json: body } : {}) });
@@ -112,6 +113,7 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     assert.equal((await as(service, responder.token)('/v1/tasks')).status, 200);
     assert.equal((await as(service, responder.token)('/v1/clients/me')).status, 200);
     assert.equal((await as(service, writer.token)('/v1/models/lmsp-tiny/verify', { method: 'POST' })).status, 200);
+    assert.equal((await as(service, writer.token)('/v1/tasks')).status, 200, 'models:write lists its own model pulls');
   }));
 
   test('isolation: another client\'s responses and tasks are 404 on every path; lists show only one\'s own; admin sees all', { timeout: 60_000 }, () =>

@@ -1,4 +1,8 @@
-/** Tasks and their event logs (LMSP 7.1, 7.3, 7.4): list, get, events as pages or a stream, cancel. */
+/**
+ * Tasks and their event logs (LMSP 7.1, 7.3, 7.4): list, get, events as pages or a stream, cancel.
+ * Who may read which kinds is task-queries.ts's `readableTaskKinds`: `responses`, or
+ * `models:write` for its own model pulls.
+ */
 import type { FastifyInstance } from 'fastify';
 import { toTaskObject } from '../../api/views.js';
 import type { TaskKind, TaskStatus } from '../../domain/tasks.js';
@@ -13,7 +17,7 @@ import { sequenceNumberOf, streamStart, streamTaskEvents, wantsEventStream } fro
 export function registerTaskRoutes(app: FastifyInstance, context: AppContext): void {
   const { core } = context;
 
-  app.get('/v1/tasks', { config: { access: 'responses' }, schema: { querystring: listTasksQuery } }, async (request) => {
+  app.get('/v1/tasks', { config: { access: 'authenticated' }, schema: { querystring: listTasksQuery } }, async (request) => {
     const query = request.query as { status?: string; kind?: string; limit: number; after?: string; order: 'asc' | 'desc' };
     return listTasks(core, clientOf(request), {
       statuses: query.status ? (query.status.split(',') as TaskStatus[]) : null,
@@ -24,13 +28,13 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
     });
   });
 
-  app.get('/v1/tasks/:id', { config: { access: 'responses' }, schema: { params: idParams } }, async (request) => {
+  app.get('/v1/tasks/:id', { config: { access: 'authenticated' }, schema: { params: idParams } }, async (request) => {
     const { id } = request.params as { id: string };
     return toTaskObject(visibleTask(core, clientOf(request), id));
   });
 
   app.get('/v1/tasks/:id/events', {
-    config: { access: 'responses' },
+    config: { access: 'authenticated' },
     schema: { params: idParams, querystring: taskEventsQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
@@ -44,7 +48,7 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
     return taskEventsPage(core, task, sequenceNumberOf(query.starting_after), query.limit);
   });
 
-  app.post('/v1/tasks/:id/cancel', { config: { access: 'responses' }, schema: { params: idParams } }, async (request, reply) => {
+  app.post('/v1/tasks/:id/cancel', { config: { access: 'authenticated' }, schema: { params: idParams } }, async (request, reply) => {
     const { id } = request.params as { id: string };
     const answer = await cancelTask(core, clientOf(request), clientKeyOf(request, context),
       (client) => visibleTask(core, client, id), toTaskObject);
