@@ -17,6 +17,7 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   ['type (a list: nullable)', { type: 'object', properties: { v: { type: ['integer', 'null'] }, w: { type: 'string', maxLength: 4, nullable: true } }, required: ['v', 'w'] }],
   ['properties, required', { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'boolean' }, c: { type: 'integer' } }, required: ['b'] }],
   ['additionalProperties: false', { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'], additionalProperties: false }],
+  ['pattern of control characters JSON writes as \\u00XX', { type: 'object', properties: { v: { type: 'string', pattern: '^[\\v\\x01]{2}$' } }, required: ['v'] }],
   ['propertyNames every key satisfies (Zod\'s records)', { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'integer', minimum: 0, maximum: 9 }, maxProperties: 3 }],
   ['additionalProperties (schema), minProperties, maxProperties', { type: 'object', additionalProperties: { type: 'integer', minimum: 0, maximum: 9 }, minProperties: 1, maxProperties: 2 }],
   ['items, minItems, maxItems', { type: 'array', items: { type: 'integer', minimum: 0, maximum: 99 }, minItems: 2, maxItems: 4 }],

@@ -102,6 +102,8 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['the formats of numbers', { type: 'object', properties: { a: { type: 'integer', format: 'int32' }, b: { type: 'number', format: 'double' } } }],
     ['a string format on a type that allows strings and integers', { type: ['integer', 'string'], format: 'date' }],
     ['a number format without a type', { format: 'int32' }],
+    // A control character without a short JSON escape is written as \u00XX (found by the property test below).
+    ['a pattern of a control character with no short escape', { pattern: '\\v' }],
     // Zod 4's z.record(z.string(), ...): a key is always a string.
     ['propertyNames that every key satisfies', { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'boolean' } }],
     ['propertyNames true or {}', { type: 'object', properties: { a: { type: 'object', propertyNames: true } }, propertyNames: { description: 'any' } }],

@@ -233,7 +233,16 @@ class SchemaScope {
       if (!body) unsupported('format', pointer, `format ${JSON.stringify(format)} is not supported`);
       return this.rules.define(`string-${format}`, `"\\"" ${body} "\\""`);
     }
-    if (parsed) return this.rules.define('string-pattern', `"\\"" ${nodeToGbnf(parsed.node, this.rules)} "\\""`);
+    if (parsed) {
+      let body: string;
+      try {
+        body = nodeToGbnf(parsed.node, this.rules);
+      } catch (error) {
+        if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(pattern)} uses ${error.message}, which is not supported`);
+        throw error;
+      }
+      return this.rules.define('string-pattern', `"\\"" ${body} "\\""`);
+    }
     if (!hasLength) return this.json.string;
     if (minLength > MAX_REPETITION) unsupported('minLength', pointer, `minLength above ${MAX_REPETITION} is not supported`);
     // A cap below a larger maxLength still generates only valid strings.

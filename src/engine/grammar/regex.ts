@@ -41,6 +41,13 @@ export function charSetToGbnf(set: CharSet): string {
     if (plain.length > 0) options.push(gbnfClass(plain));
   }
   for (const [codePoint, escape] of SHORT_ESCAPES) if (allowed(codePoint)) options.push(gbnfLiteral(escape));
+  // Other control characters a set names (\v, \0, \x01, ...) are written as \u00XX; a negated
+  // set leaves them out (it has ordinary characters enough to write, and any of them matches).
+  if (!set.negated) {
+    for (let codePoint = 0; codePoint < 0x20; codePoint++) {
+      if (!SHORT_ESCAPES.has(codePoint) && allowed(codePoint)) options.push(gbnfLiteral(`\\u${codePoint.toString(16).padStart(4, '0')}`));
+    }
+  }
   if (options.length === 0) throw new UnsupportedPattern('a character class that JSON strings cannot hold');
   return gbnfAlternatives(options);
 }
