@@ -9,6 +9,18 @@ export interface PairingAttempt {
   succeeded(): void;
 }
 
+/**
+ * The address an attempt counts against. Every loopback address is this machine: a neighbour can
+ * send from any of 127.0.0.0/8 (and ::1, or 127.x written as IPv4-mapped IPv6), so they share one
+ * count, or each of the 16 million would have 5 attempts of its own. Other addresses count alone,
+ * an IPv4-mapped one as its IPv4 address.
+ */
+export function attemptKey(address: string): string {
+  const ipv4 = address.toLowerCase().replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  if (/^127\.\d+\.\d+\.\d+$/.test(ipv4) || ipv4 === '::1' || ipv4 === '0:0:0:0:0:0:0:1') return 'loopback';
+  return ipv4;
+}
+
 /** Addresses kept before the ones whose window has passed are forgotten all at once. */
 const SWEEP_AT = 1024;
 

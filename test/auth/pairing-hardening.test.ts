@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
@@ -35,6 +36,24 @@ describe('pairing under attack (LMSP section 4)', () => {
     const other = answers.filter((status) => status !== 429);
     assert.ok(other.length <= 5, `answers other than 429: ${other.length}`);
     assert.ok(other.every((status) => status === 401));
+  }));
+
+  test('attempts spread over loopback source addresses (127.0.0.2, 127.0.0.3, ...) share one count', () => withService({}, async (service) => {
+    const { port } = new URL(service.url);
+    const fromAddress = (localAddress: string) => new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify({ code: 'AAAA-AAAA', client_name: 'x' });
+      const request = httpRequest({ host: '127.0.0.1', port, path: '/v1/pair', method: 'POST', localAddress,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (response) => {
+        response.resume();
+        resolve(response.statusCode!);
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
+    const statuses: number[] = [];
+    for (let i = 2; i <= 12; i++) statuses.push(await fromAddress(`127.0.0.${i}`));
+    assert.deepEqual(statuses.slice(0, 5), [401, 401, 401, 401, 401]);
+    assert.deepEqual(statuses.slice(5), Array(6).fill(429), 'the sixth address of this machine waits as the first would');
   }));
 
   test('malformed codes count as failed attempts, and are refused with 429 once the address is limited', () => withService({}, async (service) => {

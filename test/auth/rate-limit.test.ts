@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { FailureRateLimiter } from '../../src/auth/rate-limit.js';
+import { attemptKey, FailureRateLimiter } from '../../src/auth/rate-limit.js';
 
 describe('the pairing rate limiter (LMSP 4)', () => {
   test('five failures a window per address, then the seconds to wait; a success is forgiven', () => {
@@ -19,6 +19,18 @@ describe('the pairing rate limiter (LMSP 4)', () => {
     assert.ok('succeeded' in attempt);
     attempt.succeeded();
     assert.ok('succeeded' in forgiven.begin('c', 1), 'a success does not count');
+  });
+
+  test('every loopback address is one: a neighbour cannot spread its attempts over 127.0.0.0/8', () => {
+    for (const address of ['127.0.0.1', '127.0.0.2', '127.255.3.4', '::1', '::ffff:127.0.0.9', '0:0:0:0:0:0:0:1']) {
+      assert.equal(attemptKey(address), 'loopback', address);
+    }
+    assert.equal(attemptKey('::ffff:192.0.2.7'), '192.0.2.7', 'an IPv4-mapped address counts as its IPv4 address');
+    assert.equal(attemptKey('192.0.2.7'), '192.0.2.7');
+    assert.equal(attemptKey('2001:DB8::1'), '2001:db8::1');
+    const limiter = new FailureRateLimiter(5, 60_000);
+    for (let i = 1; i <= 5; i++) assert.ok('succeeded' in limiter.begin(attemptKey(`127.0.0.${i}`), i));
+    assert.ok('retryAfterSeconds' in limiter.begin(attemptKey('127.0.0.99'), 10), 'a sixth loopback address is refused too');
   });
 
   test('addresses whose window has passed are forgotten, so many one-time addresses do not pile up', () => {
