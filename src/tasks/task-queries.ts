@@ -9,7 +9,6 @@ import type { TaskCore } from './core.js';
 
 type StoreDeps = Pick<TaskCore, 'store'>;
 
-/** A task visible to `client`; another client's looks like one that does not exist. */
 /**
  * The kinds of task a client may read and cancel through /v1/tasks (null: every kind): with
  * `responses` (or `admin`) all of its own; with `models:write` alone its own model pulls, which it
@@ -21,12 +20,15 @@ export function readableTaskKinds(client: Client): TaskKind[] | null {
   throw new ServiceError('insufficient_scope', "This needs the 'responses' scope (or 'models:write', for the client's model pulls).");
 }
 
+/** Whether `client` may read `task`: its own (any with `admin`), of a kind it reads. */
+function readable(client: Client, kinds: TaskKind[] | null, task: Task | null): task is Task {
+  return task !== null && canSee(client, task.clientId) && (kinds === null || kinds.includes(task.kind));
+}
+
+/** A task visible to `client`; another client's looks like one that does not exist. */
 export function visibleTask(deps: StoreDeps, client: Client, taskId: string): Task {
-  const kinds = readableTaskKinds(client);
   const task = deps.store.tasks.get(taskId);
-  if (!task || !canSee(client, task.clientId) || (kinds !== null && !kinds.includes(task.kind))) {
-    throw new ServiceError('not_found', `No task with id '${taskId}'.`, { param: 'id' });
-  }
+  if (!readable(client, readableTaskKinds(client), task)) throw new ServiceError('not_found', `No task with id '${taskId}'.`, { param: 'id' });
   return task;
 }
 
@@ -41,17 +43,15 @@ export interface TaskListRequest {
 
 /** The client's own tasks (all of them with `admin`), a page at a time. */
 export function listTasks(deps: StoreDeps, client: Client, request: TaskListRequest): ListObject<TaskObject> & { first_id: string | null; last_id: string | null } {
-  const readable = readableTaskKinds(client);
+  const allowed = readableTaskKinds(client);
   let afterSeq: number | null = null;
   if (request.after !== null) {
     const cursor = deps.store.tasks.get(request.after);
-    if (!cursor || !canSee(client, cursor.clientId) || (readable !== null && !readable.includes(cursor.kind))) {
-      throw invalidRequest('after', `No task with id '${request.after}'.`);
-    }
+    if (!readable(client, allowed, cursor)) throw invalidRequest('after', `No task with id '${request.after}'.`);
     afterSeq = cursor.seq;
   }
   const asked = request.kinds ?? null;
-  const kinds = readable === null ? asked : asked === null ? readable : asked.filter((kind) => readable.includes(kind));
+  const kinds = allowed === null ? asked : asked === null ? allowed : asked.filter((kind) => allowed.includes(kind));
   const { tasks, hasMore } = deps.store.tasks.list({
     clientId: hasScope(client, 'admin') ? null : client.id,
     statuses: request.statuses,
