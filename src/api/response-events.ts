@@ -6,7 +6,7 @@
  */
 import type { ResponseHeader } from '../domain/responses.js';
 import { isIncomplete, type EventDraft, type FinishReason } from '../domain/tasks.js';
-import { toResponseObject } from './views.js';
+import { outputTextPart, toResponseObject } from './views.js';
 
 /** The event that carries generated text, and where in its payload the text is. */
 export const RESPONSE_TEXT_DELTA = { type: 'response.output_text.delta', path: '$.delta' } as const;
@@ -53,7 +53,7 @@ export const responseEvents = {
     },
     {
       type: 'response.content_part.added',
-      payload: () => ({ ...ids(header), part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }),
+      payload: () => ({ ...ids(header), part: outputTextPart('') }),
     },
   ],
 
@@ -66,7 +66,7 @@ export const responseEvents = {
 
   /** The closing events of the text, its part, its message and the response. */
   finished: (header: ResponseHeader, text: string, finishReason: FinishReason): EventDraft[] => {
-    const part = { type: 'output_text', text, annotations: [], logprobs: [] };
+    const part = outputTextPart(text);
     const incomplete = isIncomplete(finishReason);
     return [
       { type: 'response.output_text.done', payload: () => ({ ...ids(header), text, logprobs: [] }) },

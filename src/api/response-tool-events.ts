@@ -10,7 +10,7 @@ import type { FunctionCallOutput, ResponseHeader } from '../domain/responses.js'
 import { isIncomplete, type EventDraft, type FinishReason, type Task } from '../domain/tasks.js';
 import type { FunctionCallItem, OutputMessage } from './types.js';
 import { RESPONSE_TEXT_DELTA } from './response-events.js';
-import { toResponseObject } from './views.js';
+import { outputTextPart, toResponseObject } from './views.js';
 
 /** Carries the tokens of the model's call syntax (not part of any item) when nothing else does (LMSP). */
 export const RESPONSE_CALL_SYNTAX = 'response.function_call_syntax';
@@ -54,7 +54,7 @@ function callIndexOffset(state: ToolOutputState): number {
 }
 
 function messageItem(header: ResponseHeader, text: string, status: OutputMessage['status']): OutputMessage {
-  return { type: 'message', id: header.outputItemId, role: 'assistant', status, content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
+  return { type: 'message', id: header.outputItemId, role: 'assistant', status, content: [outputTextPart(text)] };
 }
 
 function callItem(header: ResponseHeader, state: ToolOutputState, index: number, status: FunctionCallItem['status']): FunctionCallItem {
@@ -69,7 +69,7 @@ function closeMessage(header: ResponseHeader, state: ToolOutputState, status: Ou
   if (state.message !== 'open') return [];
   state.message = 'closed';
   const text = state.text;
-  const part = { type: 'output_text', text, annotations: [], logprobs: [] };
+  const part = outputTextPart(text);
   return [
     { type: 'response.output_text.done', payload: () => ({ ...textIds(header), text, logprobs: [] }) },
     { type: 'response.content_part.done', payload: () => ({ ...textIds(header), part }) },
@@ -103,7 +103,7 @@ export function toolOutputEvents(header: ResponseHeader, state: ToolOutputState,
         state.message = 'open';
         drafts.push(
           { type: 'response.output_item.added', payload: () => ({ output_index: 0, item: { ...messageItem(header, '', 'in_progress'), content: [] } }) },
-          { type: 'response.content_part.added', payload: () => ({ ...textIds(header), part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }) },
+          { type: 'response.content_part.added', payload: () => ({ ...textIds(header), part: outputTextPart('') }) },
         );
       }
       state.text += unit.text;

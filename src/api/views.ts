@@ -3,7 +3,12 @@ import type { Client } from '../domain/clients.js';
 import type { Model } from '../domain/models.js';
 import type { ResponseHeader, ResponseInputItem } from '../domain/responses.js';
 import { isIncomplete, type Task, type TaskStatus } from '../domain/tasks.js';
-import type { ClientObject, FunctionCallItem, InputItemObject, ModelObject, OutputMessage, ResponseObject, ResponseStatus, TaskObject } from './types.js';
+import type { ClientObject, FunctionCallItem, InputItemObject, ModelObject, OutputMessage, OutputText, ResponseObject, ResponseStatus, TaskObject } from './types.js';
+
+/** A part of output text as OpenAI writes it, in responses, their events and input items alike. */
+export function outputTextPart(text: string): OutputText {
+  return { type: 'output_text', text, annotations: [], logprobs: [] };
+}
 
 /** What a response's `status` is while its task is in each state (LMSP section 6). */
 export function responseStatusOf(task: Pick<Task, 'status' | 'finishReason'>): ResponseStatus {
@@ -36,7 +41,7 @@ function outputOf(response: ResponseHeader, task: Task, text: string): OutputMes
   if (task.startedAt === null || (task.status === 'queued' && text === '')) return [];
   return [{
     type: 'message', id: response.outputItemId, role: 'assistant', status: outputItemStatusOf(task),
-    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+    content: [outputTextPart(text)],
   }];
 }
 
@@ -93,7 +98,7 @@ export function finishedToolItems(response: ResponseHeader, task: Task, text: st
   if (text !== '') {
     items.push({
       type: 'message', id: response.outputItemId, role: 'assistant', status: calls.length > 0 ? 'completed' : outputItemStatusOf(task),
-      content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+      content: [outputTextPart(text)],
     });
   }
   for (const call of calls) {
@@ -118,7 +123,7 @@ export function toInputItemObject(item: ResponseInputItem): InputItemObject {
   if (item.type !== 'message') return item;
   return {
     ...item,
-    content: item.content.map((part) => (part.type === 'output_text' ? { type: 'output_text', text: part.text, annotations: [], logprobs: [] } : { type: 'input_text', text: part.text })),
+    content: item.content.map((part) => (part.type === 'output_text' ? outputTextPart(part.text) : { type: 'input_text', text: part.text })),
   };
 }
 
