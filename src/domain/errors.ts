@@ -176,6 +176,17 @@ export class ServiceError extends Error {
   }
 }
 
+/** Task errors that are the model file's fault, not the service's (LMSP 2, 5). */
+const MODEL_FAULTS: ReadonlySet<string> = new Set<TaskErrorCode>(['model_not_found', 'model_digest_mismatch', 'model_load_failed']);
+
+/**
+ * A request answered directly (an embedding, a chat completion) that failed on its model: the
+ * model's fault as a client error naming `model`, never a 5xx; null for any other failure.
+ */
+export function modelFaultError(code: TaskErrorCode, message: string): ServiceError | null {
+  return MODEL_FAULTS.has(code) ? new ServiceError(code as 'model_not_found' | 'model_digest_mismatch' | 'model_load_failed', message, { param: 'model' }) : null;
+}
+
 /** Shorthand for the most common client error: a field with a wrong type or value. */
 export function invalidRequest(param: string | null, message: string): ServiceError {
   return new ServiceError('invalid_request', message, { param });

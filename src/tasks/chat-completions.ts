@@ -10,7 +10,7 @@ import {
 } from '../api/chat-completions.js';
 import type { ListObject } from '../api/types.js';
 import { canSee, hasScope, type Client } from '../domain/clients.js';
-import { ServiceError, invalidRequest } from '../domain/errors.js';
+import { ServiceError, invalidRequest, modelFaultError } from '../domain/errors.js';
 import type { StoredChatCompletion } from '../domain/chat-completions.js';
 import { isFinal, type Task } from '../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
@@ -76,8 +76,7 @@ export function taskEndError(task: Task | null, taskId: string): ServiceError {
   if (task?.status === 'failed') {
     const code = task.error?.code ?? 'engine_error';
     const message = `${code}: ${task.error?.message ?? 'the task failed'}`;
-    if (code === 'model_not_found' || code === 'model_digest_mismatch' || code === 'model_load_failed') return new ServiceError(code, message, { param: 'model' });
-    return new ServiceError('task_failed', message);
+    return modelFaultError(code, message) ?? new ServiceError('task_failed', message);
   }
   return new ServiceError('task_cancelled', `The task ${taskId} was cancelled before it finished.`);
 }

@@ -14,7 +14,7 @@
  * `idempotency_key_in_flight` never arises here. Without a key nothing is written.
  */
 import { toEmbeddingList, type CreateEmbeddingBody, type EmbeddingList } from '../api/embeddings.js';
-import { ServiceError, invalidRequest, type TaskErrorCode } from '../domain/errors.js';
+import { ServiceError, invalidRequest, modelFaultError } from '../domain/errors.js';
 import type { Model } from '../domain/models.js';
 import { EngineError, EngineInputError, MAX_EMBEDDING_INPUTS, type EmbeddingInput } from '../engine/engine.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
@@ -68,9 +68,6 @@ export function embeddingInputs(input: unknown): { inputs: EmbeddingInput[]; sin
   return { inputs: input as EmbeddingInput[], single: false };
 }
 
-/** Engine failures that are the model file's, not the service's. */
-const MODEL_FAULTS: ReadonlySet<TaskErrorCode> = new Set<TaskErrorCode>(['model_digest_mismatch', 'model_load_failed']);
-
 /** An engine refusal as the client's error: its param names the wire field. */
 function toServiceError(error: unknown, single: boolean): unknown {
   if (error instanceof EngineInputError) {
@@ -82,10 +79,9 @@ function toServiceError(error: unknown, single: boolean): unknown {
     if (error.code === 'model_not_found') return new ServiceError('model_not_found', error.message, { param: 'model' });
     // llama.cpp's own messages may name files: the client sees them without paths, as task errors.
     const message = withoutPaths(`${error.code}: ${error.message}`);
-    // A changed or unloadable file is the file's fault, not the service's (LMSP 2, 5): a 4xx
-    // naming the model, which stays so until the operator acts (x-should-retry: false).
-    if (MODEL_FAULTS.has(error.code)) return new ServiceError(error.code as 'model_digest_mismatch' | 'model_load_failed', message, { param: 'model' });
-    return new ServiceError('internal_error', message, { cause: error });
+    // A changed or unloadable file is the file's fault: a 4xx naming the model, which stays so
+    // until the operator acts (x-should-retry: false).
+    return modelFaultError(error.code, message) ?? new ServiceError('internal_error', message, { cause: error });
   }
   return error;
 }
