@@ -234,13 +234,7 @@ class SchemaScope {
       return this.rules.define(`string-${format}`, `"\\"" ${body} "\\""`);
     }
     if (parsed) {
-      let body: string;
-      try {
-        body = nodeToGbnf(parsed.node, this.rules);
-      } catch (error) {
-        if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(pattern)} uses ${error.message}, which is not supported`);
-        throw error;
-      }
+      const body = this.ofPattern(pattern!, pointer, () => nodeToGbnf(parsed.node, this.rules));
       return this.rules.define('string-pattern', `"\\"" ${body} "\\""`);
     }
     if (!hasLength) return this.json.string;
@@ -251,8 +245,13 @@ class SchemaScope {
   }
 
   private parsePattern(pattern: string, pointer: string): ParsedPattern {
+    return this.ofPattern(pattern, pointer, () => parsePattern(pattern));
+  }
+
+  /** Work on a pattern whose failure to be enforced is 400 `unsupported_schema` naming `pattern`. */
+  private ofPattern<T>(pattern: string, pointer: string, work: () => T): T {
     try {
-      return parsePattern(pattern);
+      return work();
     } catch (error) {
       if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(pattern)} uses ${error.message}, which is not supported`);
       throw error;
