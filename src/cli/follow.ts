@@ -33,9 +33,11 @@ export interface FollowOptions {
 
 /**
  * Follows a task's events until its terminal event (or, for a log that ends without one, until
- * the task is finished and all its events seen). Returns the sequence number of the last event.
+ * the task is finished and all its events seen). Returns the client of the service as it was
+ * reached last (it may have moved to another address meanwhile) and the last event's number.
  */
-export async function followTask(client: LmspClient, options: CommonOptions, taskId: string, follow: FollowOptions): Promise<number> {
+export async function followTask(client: LmspClient, options: CommonOptions, taskId: string,
+  follow: FollowOptions): Promise<{ client: LmspClient; last: number }> {
   let current = client;
   let last = follow.after;
   for (let failures = 0; ;) {
@@ -45,10 +47,10 @@ export async function followTask(client: LmspClient, options: CommonOptions, tas
         follow.onEvent(event);
         last = event.sequence_number;
         failures = 0;
-        if (TERMINAL_EVENTS.has(event.type)) return last;
+        if (TERMINAL_EVENTS.has(event.type)) return { client: current, last };
       }
       const task = await current.getTask(taskId);
-      if (task.finished_at !== null && task.last_sequence_number <= last) return last;
+      if (task.finished_at !== null && task.last_sequence_number <= last) return { client: current, last };
     } catch (error) {
       const refusedForNow = error instanceof LmspApiError && error.status === 429;
       if (!refusedForNow && !isConnectionFailure(error)) throw error;

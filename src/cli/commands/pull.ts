@@ -117,7 +117,7 @@ async function pullThroughService(client: LmspClient, source: string, options: P
     let terminal: TaskEvent | null = null;
     // Followed until its terminal event: a dropped connection (the service restarted, and the
     // pull resumes) is opened again, a stream refused for now (429) asked for again.
-    await followTask(client, options, task.id, {
+    const followed = await followTask(client, options, task.id, {
       after: 0,
       what: 'the pull',
       onEvent: (event) => {
@@ -131,10 +131,10 @@ async function pullThroughService(client: LmspClient, source: string, options: P
         process.stderr.write(`lmsp: ${reason}; following the pull ${task.id} again\n`);
       },
     });
-    bar.stop();
-    const finished = await operatorClient(options).then((current) => current.getTask(task.id)).catch(() => client.getTask(task.id));
+    const finished = await followed.client.getTask(task.id);
     return outcomeOf(finished, ((terminal as TaskEvent | null)?.model as ModelObject | undefined) ?? null);
   } finally {
+    // Before whatever follows is written, an error included.
     bar.stop();
     stop();
   }
