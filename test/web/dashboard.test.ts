@@ -5,7 +5,7 @@
  * .lmsp-test/screenshots/ (git-ignored).
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -349,14 +349,46 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         await assertAccessible(page, 'a pull task');
       });
     })));
+
+  test('a pull is cancelled from its row on the Models view, by a token that can only write models', () => withLocalModelServer(async (endpoint, serveFile) =>
+    withService({ env: { LMSP_HF_ENDPOINT: endpoint } }, async (service) => {
+      serveFile(join(service.dataDir, 'models', 'lmsp-tiny.gguf'));
+      await withBrowser(async (browser) => {
+        const page = await browser.newPage();
+        await signIn(page, service, ['models:read', 'models:write']);
+        await openView(page, service, '#/models', 'Models');
+        await page.getByLabel('Source').fill('hf:lmsp/tiny/lmsp-tiny.gguf');
+        await page.getByLabel('Model id').fill('slow-tiny');
+        await page.getByRole('button', { name: 'Pull' }).click();
+        await page.getByText(/^Pull started as task /).waitFor();
+        // Without the responses scope, the pull is still listed: it is this client's own task.
+        const row = page.locator('.pulls li').filter({ hasText: 'slow-tiny' });
+        await row.locator('.pull-progress progress').waitFor({ timeout: 30_000 });
+        const partial = join(service.dataDir, 'models', 'slow-tiny.gguf.partial');
+        await waitFor(() => existsSync(partial) || null, { what: 'the partial file', timeoutMs: 10_000 });
+        await screenshot(page, 'model-pull-cancel-button');
+        await assertAccessible(page, 'models (a pull with its cancel button)');
+        await row.getByRole('button', { name: 'Cancel the pull of slow-tiny' }).click();
+        await row.locator('.badge', { hasText: 'cancelled' }).waitFor({ timeout: 10_000 });
+        assert.equal(await row.getByRole('button', { name: /Cancel the pull/ }).count(), 0, 'no cancel button on a cancelled pull');
+        await screenshot(page, 'model-pull-cancelled');
+        const tasks = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
+        const pull = tasks.data.find((task) => task.model === 'slow-tiny');
+        assert.equal(pull?.status, 'cancelled');
+        assert.equal(existsSync(partial), false, 'cancelling removed the partial file');
+        assert.equal(existsSync(join(service.dataDir, 'models', 'slow-tiny.gguf')), false);
+        assert.equal((await api(service, '/v1/models/slow-tiny')).status, 404, 'nothing was registered');
+      });
+    }), 1000));
 });
 
 /**
  * Serves a GGUF file (the built-in model's, once the service has written it) as
  * `<endpoint>/lmsp/tiny/resolve/main/lmsp-tiny.gguf`, slowly (chunks with pauses), so that a pull
- * takes long enough to show its progress; range requests are honoured.
+ * takes long enough to show its progress (`pauseMs` between chunks of 32 KiB); range requests are
+ * honoured.
  */
-async function withLocalModelServer<T>(test: (endpoint: string, serveFile: (path: string) => void) => Promise<T>): Promise<T> {
+async function withLocalModelServer<T>(test: (endpoint: string, serveFile: (path: string) => void) => Promise<T>, pauseMs = 150): Promise<T> {
   let file: Buffer | null = null;
   const server: Server = createServer((request, response) => {
     if (!file || request.url !== '/lmsp/tiny/resolve/main/lmsp-tiny.gguf') {
@@ -372,7 +404,7 @@ async function withLocalModelServer<T>(test: (endpoint: string, serveFile: (path
       const chunk = body.subarray(offset, offset + 32 * 1024);
       offset += chunk.length;
       response.write(chunk);
-      setTimeout(step, 150);
+      setTimeout(step, pauseMs);
     };
     step();
   });

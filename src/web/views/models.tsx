@@ -16,21 +16,45 @@ import { REFRESH_MS } from './tasks.js';
 
 const PULL_UNAVAILABLE = 'This service cannot pull models: POST /v1/models/pull is not available in this version of lmsp. Register a file with `lmsp models add PATH` instead.';
 
-function PullRow({ task }: { task: Task }) {
-  const { session } = useApp();
+function PullRow({ task, onChanged }: { task: Task; onChanged: () => void }) {
+  const { session, announce } = useApp();
   const [live, setLive] = useState<LiveState>(EMPTY_LIVE);
+  const [status, setStatus] = useState(task.status);
+  const [refused, setRefused] = useState<string | null>(null);
+  useEffect(() => setStatus(task.status), [task.status]);
   useEffect(() => {
     if (!isUnfinished(task.status)) return;
     const abort = new AbortController();
-    void followTaskEvents(session, task.id, 0, (events) => setLive((state) => applyEvents(state, events)), abort.signal).catch(() => undefined);
+    void followTaskEvents(session, task.id, 0, (events) => {
+      setLive((state) => applyEvents(state, events));
+      // The row's badge follows the pull's own events; the list's poll catches up on the rest.
+      if (events.some((event) => /^model\.pull\.(cancelling|completed|failed|cancelled)$/.test(event.type))) onChanged();
+    }, abort.signal).catch(() => undefined);
     return () => abort.abort();
   }, [task.id, isUnfinished(task.status)]);
+  // LMSP 5.1 and 7.4: cancelling a pull stops its download and removes the partial file.
+  const cancel = async () => {
+    setRefused(null);
+    try {
+      const next = await request<Task>(session, 'POST', `v1/tasks/${encodeURIComponent(task.id)}/cancel`);
+      setStatus(next.status);
+      announce(`Pull of ${task.model} ${next.status}.`);
+      onChanged();
+    } catch (failure) {
+      setRefused((failure as Error).message);
+    }
+  };
   return (
     <li>
-      <strong>{task.model}</strong> <StatusBadge status={task.status} /> <a href={href('tasks', task.id)}><Code>{task.id}</Code></a>
+      <strong>{task.model}</strong> <StatusBadge status={status} /> <a href={href('tasks', task.id)}><Code>{task.id}</Code></a>
+      {isUnfinished(status) && (
+        <button type="button" class="danger small" onClick={cancel} disabled={status === 'cancelling'}
+          aria-label={`Cancel the pull of ${task.model}`}>{status === 'cancelling' ? 'Cancelling…' : 'Cancel'}</button>
+      )}
       {/* Why it failed, in the service's words: the code alone does not say which URL or status. */}
       {task.error && <p class="pull-error"><code class="error-code">{task.error.code}</code> {task.error.message}</p>}
-      {isUnfinished(task.status) && <PullProgress pull={live.pull} />}
+      {refused && <Notice kind="error">{refused}</Notice>}
+      {isUnfinished(status) && <PullProgress pull={live.pull} />}
     </li>
   );
 }
@@ -96,8 +120,9 @@ export function ModelsView() {
   const models = usePoll(() => request<List<Model>>(session, 'GET', 'v1/models'), REFRESH_MS * 2, []);
   const service = usePoll(() => request<Service>(null, 'GET', 'v1/service'), null, []);
   const canWrite = hasScope(session, 'models:write');
-  const canSeeTasks = hasScope(session, 'responses');
-  const pulls = usePoll(() => (canSeeTasks ? request<List<Task>>(session, 'GET', 'v1/tasks?kind=model_pull&limit=10') : Promise.resolve(null)), REFRESH_MS, []);
+  // A models:write token reads its own pulls (and only them) through /v1/tasks, as a responses one does.
+  const canSeePulls = hasScope(session, 'responses') || canWrite;
+  const pulls = usePoll(() => (canSeePulls ? request<List<Task>>(session, 'GET', 'v1/tasks?kind=model_pull&limit=10') : Promise.resolve(null)), REFRESH_MS, []);
   const pullTasks = (pulls.data?.data ?? []).filter((task) => task.kind === 'model_pull').slice(0, 10);
 
   return (
@@ -137,7 +162,7 @@ export function ModelsView() {
       {pullTasks.length > 0 && (
         <section class="panel" aria-labelledby="pulls">
           <h2 id="pulls">Pulls</h2>
-          <ul class="pulls">{pullTasks.map((task) => <PullRow key={task.id} task={task} />)}</ul>
+          <ul class="pulls">{pullTasks.map((task) => <PullRow key={task.id} task={task} onChanged={pulls.refresh} />)}</ul>
         </section>
       )}
     </>
