@@ -9,6 +9,8 @@ export interface PullResumeState {
   etag: string | null;
   lastModified: string | null;
   totalBytes: number | null;
+  /** The answer's ETag and Last-Modified as sent, weak or strong (absent in older records). */
+  seen?: { etag: string | null; lastModified: string | null };
 }
 
 export interface ModelPull {

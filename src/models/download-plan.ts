@@ -16,6 +16,13 @@ export interface ResumeState {
   lastModified: string | null;
   /** The file's complete size, when the server said it. */
   totalBytes: number | null;
+  /**
+   * The ETag and Last-Modified exactly as the answer had them, weak or strong (absent in
+   * records written before they were kept). A range answer must carry the same ones: a weak
+   * ETag cannot be sent as If-Range, and a server may ignore If-Range, so a file that changed
+   * shows only here; its bytes must not be appended to the old file's.
+   */
+  seen?: { etag: string | null; lastModified: string | null };
 }
 
 export type BodyPlan =
@@ -58,7 +65,8 @@ function planPartialContent(answer: Answer): BodyPlan {
     if (requestedFrom > 0) return { kind: 'restart', why: `asked for bytes from ${requestedFrom}, got bytes from ${range.start}` };
     throw lengthMismatch(answer, `asked for the whole file, got bytes from ${range.start}`);
   }
-  if (recorded?.etag && headers.etag && headers.etag !== recorded.etag) return { kind: 'restart', why: 'the file changed on the server (another ETag)' };
+  const changed = validatorChange(recorded, headers);
+  if (changed) return { kind: 'restart', why: `the file changed on the server (${changed})` };
   if (recorded?.totalBytes != null && range.total !== null && range.total !== recorded.totalBytes) {
     return { kind: 'restart', why: `the file changed on the server (${range.total} bytes, not ${recorded.totalBytes})` };
   }
@@ -68,6 +76,18 @@ function planPartialContent(answer: Answer): BodyPlan {
     throw lengthMismatch(answer, `Content-Length ${length} disagrees with Content-Range ${headers['content-range']}`);
   }
   return { kind: 'write', from: range.start, bodyBytes, totalBytes: range.total };
+}
+
+/** How a range answer's validators differ from the ones the partial file was written under. */
+function validatorChange(recorded: ResumeState | null, headers: Readonly<ResponseHeaders>): string | null {
+  if (!recorded) return null;
+  const etag = recorded.seen ? recorded.seen.etag : recorded.etag;
+  const lastModified = recorded.seen ? recorded.seen.lastModified : recorded.lastModified;
+  if (etag !== null && headers.etag !== etag) return headers.etag === undefined ? 'no ETag any more' : 'another ETag';
+  if (lastModified !== null && headers['last-modified'] !== lastModified) {
+    return headers['last-modified'] === undefined ? 'no Last-Modified any more' : 'another Last-Modified';
+  }
+  return null;
 }
 
 function planUnsatisfiable(answer: Answer): BodyPlan {
@@ -111,7 +131,7 @@ export function resumeStateOf(url: string, headers: Readonly<ResponseHeaders>, t
     const date = Date.parse(headers.date);
     if (Number.isFinite(modified) && Number.isFinite(date) && date - modified >= 1000) lastModified = headers['last-modified'];
   }
-  return { url, etag, lastModified, totalBytes };
+  return { url, etag, lastModified, totalBytes, seen: { etag: headers.etag ?? null, lastModified: headers['last-modified'] ?? null } };
 }
 
 /** The If-Range value for a resume, if any. */

@@ -16,6 +16,8 @@ interface DbModelPull {
   resume_etag: string | null;
   resume_last_modified: string | null;
   total_bytes: number | null;
+  resume_seen_etag: string | null;
+  resume_seen_last_modified: string | null;
   digest: string | null;
   size_bytes: number | null;
 }
@@ -30,7 +32,13 @@ function toModelPull(row: DbModelPull): ModelPull {
     expectedDigest: row.expected_digest,
     resume: row.resume_url === null
       ? null
-      : { url: row.resume_url, etag: row.resume_etag, lastModified: row.resume_last_modified, totalBytes: row.total_bytes },
+      : {
+        url: row.resume_url, etag: row.resume_etag, lastModified: row.resume_last_modified, totalBytes: row.total_bytes,
+        // Both NULL: a row from before they were kept, or an answer without validators; the two
+        // mean the same to download-plan.ts, which then compares the strong ones (also NULL).
+        ...(row.resume_seen_etag !== null || row.resume_seen_last_modified !== null
+          ? { seen: { etag: row.resume_seen_etag, lastModified: row.resume_seen_last_modified } } : {}),
+      },
     digest: row.digest,
     sizeBytes: row.size_bytes,
   };
@@ -52,7 +60,8 @@ export class ModelPullTable {
       VALUES (@task_id, @model_id, @source, @url, @models_dir, @expected_digest)`);
     this.getStatement = db.prepare<[string], DbModelPull>('SELECT * FROM model_pulls WHERE task_id = ?');
     this.setResumeStatement = db.prepare(`
-      UPDATE model_pulls SET resume_url = @url, resume_etag = @etag, resume_last_modified = @last_modified, total_bytes = @total_bytes
+      UPDATE model_pulls SET resume_url = @url, resume_etag = @etag, resume_last_modified = @last_modified, total_bytes = @total_bytes,
+        resume_seen_etag = @seen_etag, resume_seen_last_modified = @seen_last_modified
       WHERE task_id = @task_id`);
     this.setResultStatement = db.prepare('UPDATE model_pulls SET digest = ?, size_bytes = ? WHERE task_id = ?');
     const pulls = oneOf('t.kind', PULL_KINDS);
@@ -85,7 +94,7 @@ export class ModelPullTable {
   setResumeState(taskId: string, state: PullResumeState | null): void {
     this.setResumeStatement.run({
       task_id: taskId, url: state?.url ?? null, etag: state?.etag ?? null, last_modified: state?.lastModified ?? null,
-      total_bytes: state?.totalBytes ?? null,
+      total_bytes: state?.totalBytes ?? null, seen_etag: state?.seen?.etag ?? null, seen_last_modified: state?.seen?.lastModified ?? null,
     });
   }
 

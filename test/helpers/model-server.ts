@@ -27,6 +27,8 @@ export interface ServeBehaviour {
   redirectTo?: string;
   /** Answer ranges with the whole file (200), as servers without range support do. */
   ignoreRange?: boolean;
+  /** Answer a range as if If-Range matched, whatever it says (servers that ignore If-Range). */
+  ignoreIfRange?: boolean;
   /** Answer a range request from this offset instead of the one asked. */
   rangeStartOverride?: number;
   /** Put this total in Content-Range instead of the true size. */
@@ -184,7 +186,7 @@ export async function startModelServer(options: { https?: boolean } = {}): Promi
     const size = sizeOf(body);
     const range = parseRange(request.headers.range);
     const ifRange = request.headers['if-range'] as string | undefined;
-    const rangeApplies = range !== null && !behaviour.ignoreRange && (ifRange === undefined || ifRange === route.etag || ifRange === route.lastModified);
+    const rangeApplies = range !== null && !behaviour.ignoreRange && (ifRange === undefined || behaviour.ignoreIfRange === true || ifRange === route.etag || ifRange === route.lastModified);
     const headers: Record<string, string | number> = { 'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes' };
     if (route.etag) headers.ETag = route.etag;
     if (route.lastModified) headers['Last-Modified'] = route.lastModified;

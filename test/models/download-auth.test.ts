@@ -72,7 +72,7 @@ describe('HF_TOKEN goes to the endpoint only (LMSP 5.1)', () => {
     let recorded = null;
     const first = await downloadModel({ source: parsed, settings: settings(), modelsDir, id: 'tiny', onResumeState: (state) => void (recorded = state) }).catch((error: unknown) => error);
     assert.ok(first instanceof DownloadError && first.resumable);
-    assert.deepEqual(recorded, { url: parsed.url, etag: '"blob"', lastModified: null, totalBytes: MODEL.length });
+    assert.deepEqual(recorded, { url: parsed.url, etag: '"blob"', lastModified: null, totalBytes: MODEL.length, seen: { etag: '"blob"', lastModified: null } });
     const result = await downloadModel({ source: parsed, settings: settings(), modelsDir, id: 'tiny', resume: recorded });
     const resumed = cdn.requestsTo('/blobs/resume').at(-1)!;
     assert.deepEqual([resumed.range, resumed.ifRange, resumed.authorization, resumed.status], ['bytes=100000-', '"blob"', null, 206]);

@@ -55,8 +55,33 @@ describe('what an answer means for the partial file (LMSP 5.1)', () => {
     assert.equal(planBody(answer(206, {}, 400, RECORDED)).kind, 'restart');
   });
 
+  test('206 whose validators are not those the bytes on disk came under starts over, weak ones included', () => {
+    const range = { 'content-range': 'bytes 400-999/1000' };
+    const under = (headers: ResponseHeaders) => resumeStateOf('https://example.com/file.gguf', headers, 1000);
+    // A weak ETag is never sent as If-Range, so even a server that honours If-Range answers 206.
+    const weak = under({ etag: 'W/"a"' });
+    assert.equal(planBody(answer(206, { ...range, etag: 'W/"a"' }, 400, weak)).kind, 'write');
+    assert.deepEqual(planBody(answer(206, { ...range, etag: 'W/"b"' }, 400, weak)), { kind: 'restart', why: 'the file changed on the server (another ETag)' });
+    assert.equal(planBody(answer(206, range, 400, weak)).kind, 'restart');
+    // A server that ignores If-Range: the Last-Modified it answers with says the file changed.
+    const dated = under({ 'last-modified': 'Tue, 01 Oct 2024 10:00:00 GMT', date: 'Tue, 01 Oct 2024 10:00:05 GMT' });
+    assert.equal(planBody(answer(206, { ...range, 'last-modified': 'Tue, 01 Oct 2024 10:00:00 GMT' }, 400, dated)).kind, 'write');
+    assert.deepEqual(planBody(answer(206, { ...range, 'last-modified': 'Wed, 02 Oct 2024 10:00:00 GMT' }, 400, dated)),
+      { kind: 'restart', why: 'the file changed on the server (another Last-Modified)' });
+    // A Last-Modified too recent to be strong is still compared.
+    const recent = under({ 'last-modified': 'Tue, 01 Oct 2024 10:00:00 GMT' });
+    assert.equal(planBody(answer(206, { ...range, 'last-modified': 'Wed, 02 Oct 2024 10:00:00 GMT' }, 400, recent)).kind, 'restart');
+    // A strong ETag that disappears.
+    assert.deepEqual(planBody(answer(206, range, 400, under({ etag: '"v1"' }))), { kind: 'restart', why: 'the file changed on the server (no ETag any more)' });
+    // No validators at all: only the offset and the total are checked.
+    assert.equal(planBody(answer(206, range, 400, under({}))).kind, 'write');
+    // A record written before the answer's own validators were kept compares its strong ones.
+    assert.equal(planBody(answer(206, { ...range, etag: '"v2"' }, 400, RECORDED)).kind, 'restart');
+    assert.equal(planBody(answer(206, { ...range, etag: '"v1"' }, 400, RECORDED)).kind, 'write');
+  });
+
   test('206 whose Content-Length disagrees with its Content-Range is a lying server', () => {
-    const error = failsWith(() => planBody(answer(206, { 'content-range': 'bytes 400-999/1000', 'content-length': '700' }, 400, RECORDED)), 'length_mismatch');
+    const error = failsWith(() => planBody(answer(206, { 'content-range': 'bytes 400-999/1000', 'content-length': '700', etag: '"v1"' }, 400, RECORDED)), 'length_mismatch');
     assert.equal(error.code, 'download_failed');
   });
 
@@ -86,7 +111,7 @@ describe('what an answer means for the partial file (LMSP 5.1)', () => {
 describe('resume validators (RFC 9110 13.1.5)', () => {
   test('a strong ETag is kept and sent as If-Range; a weak one is not', () => {
     const state = resumeStateOf('https://x/a.gguf', { etag: '"abc"' }, 10);
-    assert.deepEqual(state, { url: 'https://x/a.gguf', etag: '"abc"', lastModified: null, totalBytes: 10 });
+    assert.deepEqual(state, { url: 'https://x/a.gguf', etag: '"abc"', lastModified: null, totalBytes: 10, seen: { etag: '"abc"', lastModified: null } });
     assert.equal(ifRangeOf(state), '"abc"');
     assert.equal(resumeStateOf('https://x/a.gguf', { etag: 'W/"abc"' }, 10).etag, null);
   });

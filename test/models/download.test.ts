@@ -83,7 +83,7 @@ describe('model download (LMSP 5.1)', () => {
     assert.deepEqual([result.resumedFromBytes, result.transferredBytes], [0, MODEL.length]);
     assert.ok(readFileSync(result.path).equals(MODEL));
     assert.ok(!existsSync(partialPathOf(modelsDir, 'tiny')), 'no partial file is left');
-    assert.deepEqual(states, [{ url: `${server.url}/plain/tiny.gguf`, etag: states[0]!.etag, lastModified: null, totalBytes: MODEL.length }]);
+    assert.deepEqual(states, [{ url: `${server.url}/plain/tiny.gguf`, etag: states[0]!.etag, lastModified: null, totalBytes: MODEL.length, seen: { etag: states[0]!.etag, lastModified: null } }]);
     assert.ok(states[0]!.etag, 'the ETag is recorded for If-Range');
     const [request] = server.requestsTo('/plain/tiny.gguf');
     assert.equal(request!.range, null, 'a fresh download asks for the whole file');
@@ -192,6 +192,33 @@ describe('model download (LMSP 5.1)', () => {
       rmSync(result.path);
     }
   }, 'pull-badrange'));
+
+  test('a file that changed between attempts is asked for whole, whatever validators the server gives', () => withDataDir(async (modelsDir) => {
+    // The same size, other bytes past the half that the first attempt wrote.
+    const changed = Buffer.from(MODEL);
+    for (let at = MODEL.length - 1000; at < MODEL.length; at += 1) changed[at] = changed[at]! ^ 0xff;
+    const cases: { name: string; before: { etag?: string | null; lastModified?: string | null }; after: { etag?: string | null; lastModified?: string | null } }[] = [
+      // A weak ETag is never sent as If-Range: a server that honours If-Range answers 206 all the same.
+      { name: 'weak', before: { etag: 'W/"a"' }, after: { etag: 'W/"b"' } },
+      // If-Range sent, and ignored by the server; only its Last-Modified says the file changed.
+      { name: 'dated', before: { etag: null, lastModified: 'Tue, 01 Oct 2024 10:00:00 GMT' }, after: { etag: null, lastModified: 'Wed, 02 Oct 2024 10:00:00 GMT' } },
+      { name: 'vanished', before: { etag: '"v1"' }, after: { etag: null } },
+    ];
+    for (const { name, before, after } of cases) {
+      const path = `/changed-${name}/tiny.gguf`;
+      server.serve(path, MODEL, before);
+      const { state } = await abortHalfway(modelsDir, path);
+      server.serve(path, changed, after);
+      server.behave(path, { ignoreIfRange: true });
+      const result = await downloadModel(options(modelsDir, path, { resume: state }));
+      const [ranged, plain] = server.requestsTo(path).slice(-2);
+      assert.equal(ranged!.status, 206, `${name}: the range was answered`);
+      assert.equal(plain!.range, null, `${name}: then a plain GET`);
+      assert.equal(result.digest, sha256Digest(changed), `${name}: the digest is the new file's, not a mix of both`);
+      assert.ok(readFileSync(result.path).equals(changed), name);
+      rmSync(result.path);
+    }
+  }, 'pull-changed'));
 
   test('a partial file that is already whole is confirmed by a 416 and moved into place without a body', () => withDataDir(async (modelsDir) => {
     const path = '/whole/tiny.gguf';

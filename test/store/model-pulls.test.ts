@@ -75,6 +75,12 @@ describe('model pull records (LMSP 5.1)', () => {
       assert.deepEqual([store.tasks.get(retried.id)!.status, store.tasks.get(retried.id)!.attempt], ['queued', 2]);
       assert.equal(eventTypes(store, retried.id).at(-1), 'model.pull.queued');
       assert.ok(store.pulls.get(resumed.id)?.resume, 'the resume state stays for the worker');
+      // The answer's own validators, weak ones too, come back for the resumed range's check.
+      const seen = { url: 'https://example.org/resumed.gguf', etag: null, lastModified: null, totalBytes: 1000, seen: { etag: 'W/"w"', lastModified: 'Tue, 01 Oct 2024 10:00:00 GMT' } };
+      store.db.transaction(() => store.pulls.setResumeState(resumed.id, seen));
+      assert.deepEqual(store.pulls.get(resumed.id)?.resume, seen);
+      store.db.transaction(() => store.pulls.setResumeState(resumed.id, { ...seen, seen: { etag: null, lastModified: null } }));
+      assert.deepEqual(store.pulls.get(resumed.id)?.resume, { url: seen.url, etag: null, lastModified: null, totalBytes: 1000 });
     } finally {
       void store.close();
     }
