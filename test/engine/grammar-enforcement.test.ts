@@ -19,6 +19,17 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   ['additionalProperties: false', { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'], additionalProperties: false }],
   ['pattern of control characters JSON writes as \\u00XX', { type: 'object', properties: { v: { type: 'string', pattern: '^[\\v\\x01]{2}$' } }, required: ['v'] }],
   ['propertyNames every key satisfies (Zod\'s records)', { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'integer', minimum: 0, maximum: 9 }, maxProperties: 3 }],
+  // Zod 4's z.record(z.enum([...]), V) (every key required) and z.partialRecord (none).
+  ['propertyNames as an enum or a const (Zod\'s records keyed by an enum)', { type: 'object', properties: {
+    all: { type: 'object', propertyNames: { type: 'string', enum: ['x', 'y'] }, additionalProperties: { type: 'integer', minimum: 0, maximum: 9 }, required: ['x', 'y'] },
+    some: { type: 'object', propertyNames: { enum: ['p', 'q', 'r'] }, properties: { q: { type: 'boolean' } }, additionalProperties: { type: 'null' } },
+    one: { type: 'object', propertyNames: { const: 'k' }, required: ['k'] },
+  }, required: ['all', 'some', 'one'] }],
+  // Zod 4's z.intersection of loose objects: additionalProperties {} allows every extra property.
+  ['allOf of objects whose additionalProperties is {}', { allOf: [
+    { type: 'object', properties: { a: short }, required: ['a'], additionalProperties: {} },
+    { type: 'object', properties: { b: { type: 'boolean' } }, required: ['b'], additionalProperties: {} },
+  ] }],
   ['additionalProperties (schema), minProperties, maxProperties', { type: 'object', additionalProperties: { type: 'integer', minimum: 0, maximum: 9 }, minProperties: 1, maxProperties: 2 }],
   ['items, minItems, maxItems', { type: 'array', items: { type: 'integer', minimum: 0, maximum: 99 }, minItems: 2, maxItems: 4 }],
   ['prefixItems', { type: 'array', prefixItems: [{ type: 'string', maxLength: 3 }, { type: 'boolean' }], items: false }],

@@ -106,6 +106,14 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['a pattern of a control character with no short escape', { pattern: '\\v' }],
     // Zod 4's z.record(z.string(), ...): a key is always a string.
     ['propertyNames that every key satisfies', { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'boolean' } }],
+    ['propertyNames as an enum (Zod 4\'s z.record of an enum)', { type: 'object', propertyNames: { type: 'string', enum: ['a', 'b'] }, additionalProperties: { type: 'number' }, required: ['a', 'b'] }],
+    ['propertyNames as a const', { type: 'object', propertyNames: { const: 'x' }, additionalProperties: { type: 'number' } }],
+    ['allOf of objects whose additionalProperties is {} (Zod 4\'s intersection of loose objects)', { allOf: [
+      { type: 'object', properties: { a: { type: 'number' } }, required: ['a'], additionalProperties: {} },
+      { type: 'object', properties: { b: { type: 'boolean' } }, required: ['b'], additionalProperties: {} },
+    ] }],
+    ['a recursive tree whose children may be none', { $defs: { node: { type: 'object', properties: { v: { type: 'integer' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['v', 'children'] } }, $ref: '#/$defs/node' }],
+    ['a required recursion with a way out', { type: 'object', properties: { next: { anyOf: [{ $ref: '#' }, { type: 'null' }] } }, required: ['next'] }],
     ['propertyNames true or {}', { type: 'object', properties: { a: { type: 'object', propertyNames: true } }, propertyNames: { description: 'any' } }],
   ];
   for (const [name, schema] of supported) {
@@ -117,6 +125,13 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['if/then', { if: { type: 'string' }, then: { minLength: 1 } }, 'if', '/if'],
     ['patternProperties', { type: 'object', patternProperties: { '^x': {} } }, 'patternProperties', '/patternProperties'],
     ['propertyNames that some key could fail', { type: 'object', properties: { m: { type: 'object', propertyNames: { maxLength: 3 } } } }, 'propertyNames', '/properties/m/propertyNames'],
+    ['propertyNames as an enum of numbers', { type: 'object', propertyNames: { enum: [1, 2] } }, 'propertyNames', '/propertyNames'],
+    ['propertyNames that leave out a required property', { type: 'object', propertyNames: { enum: ['a'] }, required: ['b'] }, 'propertyNames', '/propertyNames'],
+    ['a required property that is the whole schema again: no finite value', { type: 'object', properties: { a: { $ref: '#' } }, required: ['a'] }, '$ref', '/$ref'],
+    ['a required cycle through two definitions', { $defs: {
+      a: { type: 'object', properties: { b: { $ref: '#/$defs/b' } }, required: ['b'] },
+      b: { type: 'array', items: { $ref: '#/$defs/a' }, minItems: 1 },
+    }, $ref: '#/$defs/a' }, '$ref', '/$ref'],
     ['propertyNames of another type', { type: 'object', propertyNames: { type: 'integer' } }, 'propertyNames', '/propertyNames'],
     ['contains', { type: 'array', contains: { type: 'string' } }, 'contains', '/contains'],
     ['an unknown format', { type: 'string', format: 'ipv6' }, 'format', '/format'],

@@ -144,9 +144,105 @@ export class GbnfRuleSet {
     return required;
   }
 
+  /**
+   * Whether `expression` matches some finite text under these rules. A rule is productive when one
+   * of its alternatives is made of literals, classes, optional parts and productive rules only;
+   * the rules are swept until none changes. Only `$ref` cycles can make a rule unproductive (a
+   * recursive property that is required), so callers ask only when they met one.
+   */
+  producesFiniteText(expression: string): boolean {
+    const parsed = new Map<string, GbnfNode>();
+    for (const [name, body] of this.bodies) parsed.set(name, parseGbnf(body));
+    const productive = new Set<string>();
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const [name, node] of parsed) {
+        if (!productive.has(name) && isProductive(node, productive)) {
+          productive.add(name);
+          changed = true;
+        }
+      }
+    }
+    return isProductive(parseGbnf(expression), productive);
+  }
+
   render(rootBody: string): string {
     const lines = [`root ::= ${rootBody}`];
     for (const [name, body] of this.bodies) lines.push(`${name} ::= ${body}`);
     return `${lines.join('\n')}\n`;
   }
+}
+
+/** A GBNF expression as this module writes it: terminals, rule names, sequences, alternatives, `?`, `*`, `+`. */
+type GbnfNode =
+  | { kind: 'terminal' }
+  | { kind: 'rule'; name: string }
+  | { kind: 'sequence' | 'alternatives'; items: GbnfNode[] }
+  | { kind: 'optional' | 'some'; item: GbnfNode };
+
+function isProductive(node: GbnfNode, productive: ReadonlySet<string>): boolean {
+  switch (node.kind) {
+    case 'terminal':
+    case 'optional': return true;
+    case 'rule': return productive.has(node.name);
+    case 'some': return isProductive(node.item, productive);
+    case 'sequence': return node.items.every((item) => isProductive(item, productive));
+    case 'alternatives': return node.items.some((item) => isProductive(item, productive));
+  }
+}
+
+/** Parses an expression written by this module (literals, classes, names, groups, `|`, `?`, `*`, `+`). */
+function parseGbnf(text: string): GbnfNode {
+  let at = 0;
+  const skipSpace = () => {
+    while (at < text.length && /\s/.test(text[at]!)) at++;
+  };
+  const quoted = (close: string) => {
+    for (at++; at < text.length && text[at] !== close; at++) if (text[at] === '\\') at++;
+    at++;
+  };
+  const alternatives = (): GbnfNode => {
+    const items = [sequence()];
+    while (text[at] === '|') {
+      at++;
+      items.push(sequence());
+    }
+    return items.length === 1 ? items[0]! : { kind: 'alternatives', items };
+  };
+  const sequence = (): GbnfNode => {
+    const items: GbnfNode[] = [];
+    for (skipSpace(); at < text.length && text[at] !== '|' && text[at] !== ')'; skipSpace()) items.push(postfix(atom()));
+    return items.length === 1 ? items[0]! : { kind: 'sequence', items };
+  };
+  const postfix = (node: GbnfNode): GbnfNode => {
+    const operator = text[at];
+    if (operator === '?' || operator === '*') {
+      at++;
+      return { kind: 'optional', item: node };
+    }
+    if (operator === '+') {
+      at++;
+      return { kind: 'some', item: node };
+    }
+    return node;
+  };
+  const atom = (): GbnfNode => {
+    const char = text[at]!;
+    if (char === '"') return quoted('"'), { kind: 'terminal' };
+    if (char === '[') return quoted(']'), { kind: 'terminal' };
+    if (char === '(') {
+      at++;
+      const inner = alternatives();
+      if (text[at] !== ')') throw new Error(`unbalanced group in ${text}`);
+      at++;
+      return inner;
+    }
+    const name = /^[a-z0-9-]+/.exec(text.slice(at, at + 64))?.[0];
+    if (!name) throw new Error(`unexpected ${JSON.stringify(char)} in ${text}`);
+    at += name.length;
+    return { kind: 'rule', name };
+  };
+  const node = alternatives();
+  if (at < text.length) throw new Error(`unexpected ${JSON.stringify(text[at])} in ${text}`);
+  return node;
 }

@@ -44,9 +44,21 @@ export class JsonSchemaTranslator {
     this.json = new JsonRules(rules);
   }
 
+  /** `$ref` rules whose bodies are being translated; meeting one again is a cycle. */
+  readonly pendingRefs = new Set<string>();
+  /** Whether the document being translated has a `$ref` cycle. */
+  sawCycle = false;
+
   /** The GBNF expression of a whole schema document (its own `$ref`s resolve within it). */
   translate(root: unknown): string {
-    return new SchemaScope(this, root).visit(root, '', new Set(), 0);
+    this.sawCycle = false;
+    const expression = new SchemaScope(this, root).visit(root, '', new Set(), 0);
+    // A cycle that every value must go around again (`{"properties": {"a": {"$ref": "#"}},
+    // "required": ["a"]}`) is satisfied by no finite JSON: the model would write until its limit.
+    if (this.sawCycle && !this.rules.producesFiniteText(expression)) {
+      unsupported('$ref', '', 'the schema accepts no finite value: each of its $ref cycles requires going around it again (a recursive property or item that is required)');
+    }
+    return expression;
   }
 
   /** The rule of each combination of string constraints met so far: equal fields cost one automaton. */
@@ -61,19 +73,42 @@ export class JsonSchemaTranslator {
   }
 }
 
+/** Whether a schema accepts every value: `true`, or an object of annotations only (`{}`). */
+function acceptsEverything(schema: unknown): boolean {
+  return schema === true || (isSchemaObject(schema) && Object.keys(schema).every((keyword) => ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')));
+}
+
 /**
- * A schema without its `propertyNames` when that holds for every key an object can have. Every
- * key of a JSON object is a string, and Zod's records write `propertyNames: {type: "string"}`:
- * it constrains nothing left to enforce. Any other `propertyNames` is refused.
+ * A schema without its `propertyNames`, as properties the grammar enforces. Every key of a JSON
+ * object is a string, and Zod's records write `propertyNames: {type: "string"}`: that constrains
+ * nothing left to enforce. Keys from an `enum` or `const` (Zod's `z.record(z.enum([...]), V)`)
+ * become the only properties, each with its own schema or the `additionalProperties` one. Any
+ * other `propertyNames` is refused.
  */
 function withoutKeyNames(schema: Schema, pointer: string): Schema {
   if (schema.propertyNames === undefined) return schema;
   const names = schema.propertyNames;
-  const everyKey = names === true || (isSchemaObject(names) && Object.entries(names).every(([keyword, value]) =>
-    (keyword === 'type' && value === 'string') || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-')));
-  if (!everyKey) unsupported('propertyNames', pointer, 'propertyNames is supported only when every key satisfies it (true, {} or {"type": "string"})');
   const { propertyNames: _names, ...rest } = schema;
-  return rest;
+  const others = isSchemaObject(names) ? Object.entries(names).filter(([keyword, value]) =>
+    !(keyword === 'type' && value === 'string') && !ANNOTATION_KEYWORDS.has(keyword) && !keyword.startsWith('x-')) : [];
+  if (names === true || (isSchemaObject(names) && others.length === 0)) return rest;
+  const listed = isSchemaObject(names) && others.length === 1 && (others[0]![0] === 'enum' || others[0]![0] === 'const')
+    ? (others[0]![0] === 'enum' ? others[0]![1] : [others[0]![1]]) : null;
+  if (!Array.isArray(listed) || !listed.every((key) => typeof key === 'string')) {
+    unsupported('propertyNames', pointer, 'propertyNames is supported when every key satisfies it (true, {} or {"type": "string"}) or as an enum or const of strings');
+  }
+  const declared = isSchemaObject(rest.properties) ? rest.properties : {};
+  const extra = rest.additionalProperties;
+  const properties: Schema = {};
+  for (const key of new Set(listed as string[])) {
+    const value = Object.hasOwn(declared, key) ? declared[key] : extra === undefined ? true : extra;
+    if (value === false) continue;
+    Object.defineProperty(properties, key, { value, enumerable: true, writable: true, configurable: true });
+  }
+  for (const key of Array.isArray(rest.required) ? rest.required : []) {
+    if (!Object.hasOwn(properties, String(key))) unsupported('propertyNames', pointer, `required property ${JSON.stringify(key)} is not among the keys propertyNames allows`);
+  }
+  return { ...rest, properties, additionalProperties: false };
 }
 
 /** One schema document: resolves its `$ref`s and walks its subschemas. */
@@ -135,10 +170,18 @@ class SchemaScope {
     const key = `${this.id}:${ref as string}`;
     if (left.has(key)) unsupported('$ref', pointer, `${ref as string} refers back to itself before any character is written`);
     const cached = this.translator.refRule(key);
-    if (cached) return cached;
+    if (cached) {
+      if (this.translator.pendingRefs.has(cached)) this.translator.sawCycle = true;
+      return cached;
+    }
     const name = this.rules.reserve(`ref-${String(ref).split('/').pop()}`);
     this.translator.setRefRule(key, name);
-    this.rules.set(name, this.visit(target, String(ref).slice(1), new Set([...left, key]), depth + 1));
+    this.translator.pendingRefs.add(name);
+    try {
+      this.rules.set(name, this.visit(target, String(ref).slice(1), new Set([...left, key]), depth + 1));
+    } finally {
+      this.translator.pendingRefs.delete(name);
+    }
     return name;
   }
 
@@ -172,7 +215,7 @@ class SchemaScope {
       const mergeable = isSchemaObject(part)
         && Object.keys(part).every((keyword) => ['type', 'properties', 'required', 'additionalProperties'].includes(keyword) || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-'))
         && (part.type === undefined || part.type === 'object')
-        && (part.additionalProperties === undefined || part.additionalProperties === true);
+        && (part.additionalProperties === undefined || acceptsEverything(part.additionalProperties));
       if (!mergeable) unsupported('allOf', pointer, 'allOf is supported for one schema, or for object schemas that do not forbid extra properties');
       for (const [key, value] of Object.entries(isSchemaObject(part.properties) ? part.properties : {})) {
         if (Object.hasOwn(properties, key)) unsupported('allOf', pointer, `allOf parts both declare property ${JSON.stringify(key)}`);
