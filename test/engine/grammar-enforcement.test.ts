@@ -52,6 +52,11 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   }, required: ['a', 'b', 'c', 'd'] }],
   ['multipleOf', { type: 'object', properties: { a: { type: 'integer', multipleOf: 3, minimum: 0, maximum: 30 }, b: { type: 'integer', multipleOf: 7 } }, required: ['a', 'b'] }],
   ['minLength, maxLength', { type: 'array', items: { type: 'string', minLength: 3, maxLength: 6 }, minItems: 2, maxItems: 2 }],
+  // Zod 4's z.base64(): top-level alternatives, each anchored at its start.
+  ['pattern of alternatives each anchored (Zod\'s base64)', { type: 'object', properties: {
+    b64: { type: 'string', pattern: '^$|^(?:[0-9a-zA-Z+/]{4})*(?:(?:[0-9a-zA-Z+/]{2}==)|(?:[0-9a-zA-Z+/]{3}=))?$', maxLength: 12 },
+    either: { type: 'string', pattern: '^ab$|^c(d|e)$' },
+  }, required: ['b64', 'either'] }],
   ['pattern', { type: 'object', properties: {
     code: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}$' }, word: { type: 'string', pattern: '^(yes|no)[!?.]$' },
     quoted: { type: 'string', pattern: '^q"\\\\[\\t ]x{2,3}$' }, any: { type: 'string', pattern: '^.{3}\\S\\w$' },

@@ -91,6 +91,8 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['multipleOf without bounds', { type: 'integer', multipleOf: 7 }],
     ['a map', { type: 'object', additionalProperties: { type: 'boolean' }, maxProperties: 3 }],
     ['a pattern', { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(x|y)?$' }],
+    ['a pattern of alternatives each anchored at the start (Zod\'s z.base64())', { type: 'string', pattern: '^$|^(?:[0-9a-zA-Z+/]{4})*(?:(?:[0-9a-zA-Z+/]{2}==)|(?:[0-9a-zA-Z+/]{3}=))?$' }],
+    ['the same beside a format: a search anchored at the start of each alternative', { type: 'string', format: 'email', pattern: '^a|^b' }],
     ['a format', { type: 'string', format: 'date-time' }],
     // Zod 4 writes its string formats as format and pattern together.
     ['format with pattern (Zod\'s e-mail, with lookaheads)', { type: 'string', format: 'email', pattern: "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$", maxLength: 254 }],

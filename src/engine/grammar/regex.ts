@@ -4,7 +4,7 @@
  * escaped). A whole match also matches the unanchored search JSON Schema asks for, so every
  * generated string is valid. The subset: literals, `.`, classes with ranges and negation, the
  * escapes \d \w \s \D \W \S, groups, alternation, the quantifiers ? * + {n} {n,} {n,m}, and `^`
- * `$` at the ends. Backreferences, lookarounds, word boundaries and Unicode properties are not.
+ * `$` at the ends (`^` also at the start of every top-level alternative). Backreferences, lookarounds, word boundaries and Unicode properties are not.
  */
 import { complementRanges, normalizeRanges, rangesContain, type Ranges } from './ranges.js';
 import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
@@ -111,13 +111,42 @@ class RegexParser {
     this.chars = [...source];
   }
 
+  /**
+   * Where the top-level alternatives begin, when there are several and each begins with `^`
+   * (`^$|^(...)$`, as Zod writes `z.base64()`): the start is then anchored for all of them.
+   */
+  private anchoredBranchStarts(): number[] | null {
+    const starts = [0];
+    let depth = 0;
+    for (let i = 0; i < this.chars.length; i++) {
+      const char = this.chars[i]!;
+      if (char === '\\') i++;
+      else if (char === '[') {
+        for (i++; i < this.chars.length && this.chars[i] !== ']'; i++) if (this.chars[i] === '\\') i++;
+      } else if (char === '(') depth++;
+      else if (char === ')') depth--;
+      else if (char === '|' && depth === 0) starts.push(i + 1);
+    }
+    return starts.length > 1 && starts.every((start) => this.chars[start] === '^') ? starts : null;
+  }
+
   parse(): ParsedPattern {
+    const branches = this.anchoredBranchStarts();
+    if (branches) {
+      // Each `^` is dropped and the whole pattern is start-anchored, which means the same.
+      for (const start of branches.reverse()) this.chars.splice(start, 1);
+      return { ...this.parseFrom(0), startAnchored: true };
+    }
     const startAnchored = this.chars[0] === '^';
-    if (startAnchored) this.position = 1;
+    return { ...this.parseFrom(startAnchored ? 1 : 0), startAnchored };
+  }
+
+  private parseFrom(position: number): { node: RegexNode } {
+    this.position = position;
     const node = this.alternation();
     if (this.position < this.chars.length) throw new UnsupportedPattern(`'${this.chars[this.position]}' at ${this.position}`);
     assertEndsLast(node, false);
-    return { node, startAnchored };
+    return { node };
   }
 
   private peek(): string | undefined {
