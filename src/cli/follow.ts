@@ -25,7 +25,7 @@ export interface FollowOptions {
   after: number;
   /** Called with each new event, in order. */
   onEvent: (event: TaskEvent) => void;
-  /** Told each time the connection is opened again, with the reason. */
+  /** Told when the connection drops or is refused, with the reason: once an outage, not at every try. */
   onReconnect?: (reason: string, after: number) => void;
   /** What the task is, in the message of a connection lost for good. */
   what?: string;
@@ -40,6 +40,8 @@ export async function followTask(client: LmspClient, options: CommonOptions, tas
   follow: FollowOptions): Promise<{ client: LmspClient; last: number }> {
   let current = client;
   let last = follow.after;
+  // What the person was last told (a refusal or a lost connection), until an event comes through.
+  let told: 'refused' | 'lost' | null = null;
   for (let failures = 0; ;) {
     try {
       for await (const event of current.followTaskEvents(taskId, last)) {
@@ -47,6 +49,7 @@ export async function followTask(client: LmspClient, options: CommonOptions, tas
         follow.onEvent(event);
         last = event.sequence_number;
         failures = 0;
+        told = null;
         if (TERMINAL_EVENTS.has(event.type)) return { client: current, last };
       }
       const task = await current.getTask(taskId);
@@ -56,7 +59,11 @@ export async function followTask(client: LmspClient, options: CommonOptions, tas
       if (!refusedForNow && !isConnectionFailure(error)) throw error;
       failures += 1;
       if (failures > MAX_FAILURES) throw refusedForNow ? error : connectionLost(taskId, follow.what);
-      follow.onReconnect?.(refusedForNow ? `${error.message} (429 ${error.code})` : 'connection lost', last);
+      // Once an outage: a service restarting takes many tries, which are not news to the person.
+      if (told !== (refusedForNow ? 'refused' : 'lost')) {
+        told = refusedForNow ? 'refused' : 'lost';
+        follow.onReconnect?.(refusedForNow ? `${error.message} (429 ${error.code})` : 'connection lost', last);
+      }
       await sleep(Math.min(2000, 100 * failures));
       if (!refusedForNow) {
         try {

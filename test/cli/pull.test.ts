@@ -93,6 +93,9 @@ describe('lmsp models pull (LMSP 5.1)', () => {
       assert.equal(model.id, 'limited');
       assert.equal(model.digest, DIGEST);
       assert.match(cli.stderr(), /connection lost; following the pull/);
+      // Each outage is said once, however many tries it takes.
+      assert.equal(cli.stderr().match(/connection lost; following the pull/g)?.length, 1, cli.stderr());
+      assert.equal(cli.stderr().match(/too_many_streams/g)?.length, 1, cli.stderr());
     }));
 
   test('without a running service: the same task through the task core, then the service knows the model', () => withDataDir(async (dataDir) => {
