@@ -85,6 +85,24 @@ describe('structured output and tools through the openai package', () => {
     assert.deepEqual(Scores.parse(response.output_parsed), response.output_parsed);
   });
 
+  test('responses.parse with a record keyed by an enum, an intersection of loose objects and a base64 field, as Zod writes them', { timeout: 120_000 }, async () => {
+    const Shape = z.object({
+      votes: z.record(z.enum(['yes', 'no']), z.number().int().min(0).max(9)),
+      tagged: z.intersection(z.looseObject({ a: z.boolean() }), z.looseObject({ b: z.boolean() })),
+      blob: z.base64().max(8),
+    });
+    const format = zodTextFormat(Shape, 'shape');
+    const written = JSON.stringify(format);
+    for (const part of ['propertyNames', 'allOf', '"additionalProperties":{}', '^$|^']) assert.ok(written.includes(part), `Zod writes ${part}`);
+    const response = await client.responses.parse({
+      model: 'lmsp-tiny', input: 'A shape.', text: { format }, max_output_tokens: 400, seed: 3,
+    } as Parameters<typeof client.responses.parse>[0] & { seed: number });
+    assert.equal(response.status, 'completed', response.output_text);
+    const parsed = Shape.parse(response.output_parsed);
+    assert.deepEqual(Object.keys(parsed.votes).sort(), ['no', 'yes'], 'z.record of an enum needs every key');
+    assert.deepEqual(response.output_parsed, parsed);
+  });
+
   test('responses.create with tools and a forced tool_choice: function_call items with valid arguments', { timeout: 120_000 }, async () => {
     const response = await client.responses.create({
       model: 'lmsp-tiny', input: 'What is 2 + 3?', tools: [ADD, WEATHER], tool_choice: { type: 'function', name: 'add' }, parallel_tool_calls: false, max_output_tokens: 300,
