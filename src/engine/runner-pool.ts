@@ -54,6 +54,10 @@ export interface RunnerPoolOptions {
   onModelLoad?: (modelId: string, result: ModelLoadResult) => void;
 }
 
+
+/** A load cancelled for its own generation while the runner goes on with it for others. */
+class LoadGoesOn extends GenerationCancelled {}
+
 export type ModelLoadResult = 'loaded' | 'failed' | 'cancelled';
 
 /** Input errors belong to embeddings; anything else a runner reports is a task error. */
@@ -229,7 +233,13 @@ export class RunnerPool implements Engine {
         this.options.onModelLoad?.(model.id, 'loaded');
         return;
       } catch (error) {
-        this.options.onModelLoad?.(model.id, error instanceof GenerationCancelled ? 'cancelled' : 'failed');
+        // A cancel that came once the runner had read the model leaves it loaded, for the next
+        // task: that load is counted as loaded. One that the runner goes on with (other
+        // generations wait on it) is counted when the runner answers.
+        if (!(error instanceof LoadGoesOn)) {
+          const loaded = error instanceof GenerationCancelled && sameModel(runner.model, model) && runner.alive;
+          this.options.onModelLoad?.(model.id, loaded ? 'loaded' : error instanceof GenerationCancelled ? 'cancelled' : 'failed');
+        }
         throw error;
       } finally {
         if (this.loads.get(runner)?.done === done) this.loads.delete(runner);
@@ -243,27 +253,33 @@ export class RunnerPool implements Engine {
     if (loading) {
       runner.model = null;
       await new Promise<void>((resolve, reject) => {
+        /** Cancelled, while the runner goes on loading for other generations: its answer is counted then. */
+        let goesOn = false;
         const onAbort = () => {
           // Other generations waiting for the same load keep the runner.
           if (runner.active <= 1) runner.kill();
-          reject(new GenerationCancelled('cancelled while loading'));
+          else goesOn = true;
+          reject(goesOn ? new LoadGoesOn('cancelled while loading') : new GenerationCancelled('cancelled while loading'));
         };
         signal.addEventListener('abort', onAbort, { once: true });
         runner.request((requestId) => ({ type: 'load', requestId, model }), (message) => {
           if (message.type === 'loaded') {
             signal.removeEventListener('abort', onAbort);
             runner.model = model;
+            if (goesOn) this.options.onModelLoad?.(model.id, 'loaded');
             resolve();
             return true;
           }
           if (message.type === 'error') {
             signal.removeEventListener('abort', onAbort);
+            if (goesOn) this.options.onModelLoad?.(model.id, 'failed');
             reject(new EngineError(taskErrorCode(message.code), message.message));
             return true;
           }
           return false;
         }, (exit) => {
           signal.removeEventListener('abort', onAbort);
+          if (goesOn) this.options.onModelLoad?.(model.id, 'failed');
           if (signal.aborted) reject(new GenerationCancelled('cancelled while loading'));
           // SIGKILL comes from outside (the kernel's out-of-memory killer, an operator): nothing
           // says the model is at fault, so each task's restart policy decides, as for a death
