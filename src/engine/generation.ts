@@ -265,15 +265,21 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       }
       if (grammarState) for (const token of resume) acceptToken(grammarState, token);
     }
+    // LMSP_DEBUG_TOKEN_DELAY_MS: each token, the first included, comes at least this long after
+    // the one before (the first: after the generation started).
+    let lastTokenAt = performance.now();
     let next = resume.length === 0
       ? await evaluatePrompt(sequence, prompt.tokens, generation, sampler, sampling)
       : await restore(settings, sequence, prompt.tokens, resume, taskId, sampler, generation);
     send({ type: 'generating', requestId });
     let generated = resume.length;
-    let lastTokenAt = performance.now();
     let lastSaveAt = performance.now();
     let saveCost = 0;
     for (;;) {
+      if (settings.tokenDelayMs > 0) {
+        await sleep(settings.tokenDelayMs - (performance.now() - lastTokenAt));
+        lastTokenAt = performance.now();
+      }
       throwIfCancelled(generation);
       if (next === null || model.isEogToken(next) || prompt.stopTokens.has(next)) {
         const rest = detokenizer.flush();
@@ -305,8 +311,6 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
         lastSaveAt = performance.now();
         saveCost = lastSaveAt - now;
       }
-      if (settings.tokenDelayMs > 0) await sleep(settings.tokenDelayMs - (performance.now() - lastTokenAt));
-      lastTokenAt = performance.now();
       throwIfCancelled(generation);
       next = await slot.step(() => sampler.step(sequence, token, generated));
     }
