@@ -182,6 +182,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     forceCloseConnections: true,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false } },
+    // A path parameter holds an id: model ids have up to 128 characters (LMSP 2), written with
+    // percent-escapes at worst three bytes each; a longer segment is no id (404).
+    routerOptions: { maxParamLength: 3 * 128 },
     // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
     frameworkErrors: (error, request, reply) => {
       countRefusedRequest(metrics, request, reply);

@@ -27,7 +27,7 @@ describe('URLs the router refuses (LMSP section 2)', () => {
         assert.equal(answer.status, 400, path);
         assertLmspError(await answer.json(), 'invalid_request');
       }
-      for (const path of [`/v1/tasks/task_${'a'.repeat(600)}`, `/v1/responses/resp_${'b'.repeat(300)}/input_items`]) {
+      for (const path of [`/v1/tasks/task_${'a'.repeat(600)}`, `/v1/responses/resp_${'b'.repeat(400)}/input_items`]) {
         const answer = await api(service, path);
         assert.equal(answer.status, 404, path);
         assertLmspError(await answer.json(), 'not_found');

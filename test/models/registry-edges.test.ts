@@ -26,6 +26,24 @@ describe('model registry edges (LMSP 5)', () => {
     assert.equal((JSON.parse(answers[0]!) as ErrorBody).error.param, 'id');
   }));
 
+  test('a model id of the longest allowed length (128) is read, verified and removed by its id', () => withService({}, async (service) => {
+    const id = `m${'0123456789:._-'.repeat(10)}`.slice(0, 128);
+    assert.equal(id.length, 128);
+    copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'long.gguf'));
+    assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'long.gguf', id } })).status, 201);
+    for (const path of [`/v1/models/${id}`, `/v1/models/${encodeURIComponent(id)}`]) {
+      const read = await api(service, path);
+      assert.equal(read.status, 200, path);
+      assert.equal(((await read.json()) as { id: string }).id, id);
+    }
+    assert.equal((await api(service, `/v1/models/${encodeURIComponent(id)}/verify`, { method: 'POST' })).status, 200);
+    assert.equal((await api(service, `/v1/models/${encodeURIComponent(id)}`, { method: 'DELETE' })).status, 200);
+    // One character more is no model id: the same 404 as any unknown model.
+    const longer = await api(service, `/v1/models/${id}x`);
+    assert.equal(longer.status, 404);
+    assert.equal(((await longer.json()) as ErrorBody).error.code, 'model_not_found');
+  }));
+
   test('POST /v1/models takes id: null as absent: the id comes from the file name', () => withService({}, async (service) => {
     copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'Null-Id.gguf'));
     const response = await api(service, '/v1/models', { method: 'POST', json: { path: 'Null-Id.gguf', id: null } });
