@@ -73,7 +73,8 @@ function toServiceError(error: unknown, single: boolean): unknown {
   if (error instanceof EngineInputError) {
     // One input sent alone is `input` itself: its own refusal names `input`, one of its token ids `input[k]`.
     const param = !single ? error.param : error.param === 'input[0]' ? 'input' : error.param.replace(/^input\[0\]\[/, 'input[');
-    return new ServiceError(error.code, error.message, { param });
+    const message = single && error.message.startsWith(`${error.param} `) ? `${param}${error.message.slice(error.param.length)}` : error.message;
+    return new ServiceError(error.code, message, { param });
   }
   if (error instanceof EngineError) {
     if (error.code === 'model_not_found') return new ServiceError('model_not_found', error.message, { param: 'model' });

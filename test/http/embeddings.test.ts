@@ -40,6 +40,8 @@ async function refused(service: TestService, body: object, status: number, code:
   assert.equal(error.param, param, text);
   assert.equal(typeof error.message, 'string');
   assert.ok(error.message.length > 0);
+  // The message names the input as its param does: `input` when it was sent alone.
+  if (code === 'context_length_exceeded') assert.ok(error.message.startsWith(`${param} has `), text);
 }
 
 function countRows(service: TestService, table: string): number {
