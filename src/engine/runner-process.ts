@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import type { ModelRef } from './engine.js';
 import type { ParentMessage, RunnerMessage, RunnerSettings } from './protocol.js';
 
-const RUNNER_SCRIPT = fileURLToPath(new URL('./runner.js', import.meta.url));
+/** The runner's own module: what a runner process runs. */
+export const RUNNER_SCRIPT = fileURLToPath(new URL('./runner.js', import.meta.url));
 
 /** The JavaScript heap of a runner process, in MiB: the runner's own objects need a fraction of it. */
 const RUNNER_HEAP_MB = 1024;

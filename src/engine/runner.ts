@@ -15,8 +15,16 @@ import { contextPerGeneration, sharedContext } from './sequences.js';
 
 const settings: RunnerSettings = JSON.parse(process.env.LMSP_RUNNER_SETTINGS ?? '{}') as RunnerSettings;
 
+/**
+ * To the service. A service that is gone (killed while this runner started or worked) has
+ * nothing left to hear: the runner ends at once and quietly, without a stack trace of a closed
+ * channel on the standard error it shares with the service.
+ */
 function send(message: RunnerMessage): void {
-  process.send?.(message);
+  if (!process.connected) process.exit(0);
+  process.send?.(message, undefined, {}, (error) => {
+    if (error) process.exit(0);
+  });
 }
 
 let llamaPromise: Promise<Llama> | null = null;

@@ -197,6 +197,26 @@ describe('a runner process that dies: limits and cancels (LMSP 7.5, 7.4)', { ski
       assert.equal(final.error?.code, 'server_restarted', `not failed by the stop itself: ${final.error?.message}`);
     }));
 
+  test('a service killed with SIGKILL: its generating runner ends by itself, quietly, once it finds the service gone', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {
+      const response = await start(service, { ...request(), max_output_tokens: 3000 }, 'resume');
+      await waitFor(async () => (await outputTokens(service, response.id)) >= 10 || null, { what: 'output' });
+      const runners = childPids(service.pid);
+      assert.ok(runners.length > 0);
+      await service.kill();
+      const alive = (pid: number) => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      await waitFor(() => runners.every((pid) => !alive(pid)) || null, { timeoutMs: 30_000, what: 'the orphaned runners to end' });
+      // They share the service's standard error: nothing of theirs on it, no stack trace of a closed channel.
+      assert.doesNotMatch(service.output(), /ERR_IPC_CHANNEL_CLOSED|Error \[|at [a-zA-Z]+ \(/, service.output().slice(-2000));
+    }));
+
   test('a runner killed with SIGKILL while it loads the model: each task by its policy; one that crashes: model_load_failed', { timeout: 150_000 }, () =>
     // Every load inside the runner takes 6 s, so that the kills land in the middle of one.
     withService({ args: ['--parallel', '3', '--parallel-mode', 'sequences'], env: { LMSP_DEBUG_LOAD_DELAY_MS: '6000' } }, async (service) => {
