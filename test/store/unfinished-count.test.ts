@@ -74,6 +74,8 @@ describe('unfinished tasks per client (LMSP 16, migration 0010)', () => {
     old.exec('DROP TABLE swept_task_logs');
     old.exec('ALTER TABLE models DROP COLUMN file_identity');
     old.exec('ALTER TABLE responses DROP COLUMN truncation');
+    old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_etag');
+    old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_last_modified');
     old.prepare('DELETE FROM schema_migrations WHERE version >= 10').run();
     old.close();
 
