@@ -58,7 +58,8 @@ export interface RunnerPoolOptions {
 /** A load cancelled for its own generation while the runner goes on with it for others. */
 class LoadGoesOn extends GenerationCancelled {}
 
-export type ModelLoadResult = 'loaded' | 'failed' | 'cancelled';
+export const MODEL_LOAD_RESULTS = ['loaded', 'failed', 'cancelled'] as const;
+export type ModelLoadResult = (typeof MODEL_LOAD_RESULTS)[number];
 
 /** Input errors belong to embeddings; anything else a runner reports is a task error. */
 function taskErrorCode(code: RunnerErrorCode): TaskErrorCode {

@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { ModelLoadResult } from '../engine/runner-pool.js';
+import { MODEL_LOAD_RESULTS, type ModelLoadResult } from '../engine/runner-pool.js';
 import type { Store } from '../store/index.js';
 import type { RecoveryReport } from '../tasks/recovery.js';
 import { FINAL_STATUSES, TASK_KINDS, TASK_STATUSES, isFinal, type RecoveryOutcome } from '../domain/tasks.js';
@@ -131,6 +131,16 @@ export class ServiceMetrics {
       firstOutput: (_task, seconds) => this.firstToken.observe(seconds),
       tokensGenerated: (task, count) => this.generatedTokens.inc({ model: task.model }, count),
     });
+  }
+
+  /**
+   * A model removed from the registry takes its series with it: an id that no longer names a
+   * model would otherwise stay in every scrape until a restart (one series per id ever used).
+   * Removal waits for its unfinished tasks (409 `model_in_use`), so nothing counts on it later.
+   */
+  forgetModel(model: string): void {
+    this.generatedTokens.remove({ model });
+    for (const result of MODEL_LOAD_RESULTS) this.modelLoads.remove({ model, result });
   }
 
   observeCommit(seconds: number): void {

@@ -3,6 +3,8 @@
  * the work the service does; only the `metrics` and `admin` scopes may scrape it.
  */
 import assert from 'node:assert/strict';
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ResponseObject, TaskEvent } from '../../src/api/types.js';
 import { scrape } from '../helpers/prometheus.js';
@@ -122,6 +124,23 @@ describe('GET /metrics (LMSP 15)', () => {
       const routes = after.labelValues('lmsp_http_requests_total', 'route');
       assert.ok(routes.every((route) => !/task_|resp_|cli_|xxxx/.test(route)), `no ids in route labels: ${routes.join(' ')}`);
     }));
+
+  test('a model removed from the registry takes its series with it; the others stay', { timeout: 120_000 }, () => withService({}, async (service) => {
+    copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'gone.gguf'));
+    assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'gone.gguf', id: 'gone' } })).status, 201);
+    for (const model of ['gone', 'lmsp-tiny']) {
+      const created = await api(service, '/v1/responses', { method: 'POST', json: { model, input: 'x', max_output_tokens: 3 } });
+      assert.equal(((await created.json()) as ResponseObject).status, 'incomplete');
+    }
+    const before = await scrape(service.url, service.token);
+    assert.ok(before.labelValues('lmsp_generated_tokens_total', 'model').includes('gone'));
+    assert.ok(before.labelValues('lmsp_model_loads_total', 'model').includes('gone'));
+    assert.equal((await api(service, '/v1/models/gone', { method: 'DELETE' })).status, 200);
+    const after = await scrape(service.url, service.token);
+    assert.deepEqual(after.labelValues('lmsp_generated_tokens_total', 'model'), ['lmsp-tiny']);
+    assert.deepEqual(after.labelValues('lmsp_model_loads_total', 'model'), ['lmsp-tiny']);
+    assert.equal(after.value('lmsp_generated_tokens_total', { model: 'lmsp-tiny' }), 3);
+  }));
 
   test('requests the router refuses before any route (a malformed URL, an over-long id) are counted as unmatched', () =>
     withService({}, async (service) => {

@@ -32,7 +32,9 @@ export function registerModelRoutes(app: FastifyInstance, context: AppContext): 
 
   app.delete('/v1/models/:id', { config: { access: 'models:write' }, schema: { params: idParams } }, async (request) => {
     const { id } = request.params as { id: string };
-    return removeModel(core, id);
+    const removed = await removeModel(core, id);
+    context.metrics?.forgetModel(id);
+    return removed;
   });
 
   app.post('/v1/models/:id/verify', { config: { access: 'models:write' }, schema: { params: idParams } }, async (request, reply) => {
