@@ -32,6 +32,9 @@ export class DatabaseOpenError extends Error {
   }
 }
 
+/** `PRAGMA auto_vacuum` of a database whose free pages `incremental_vacuum` releases. */
+const AUTO_VACUUM_INCREMENTAL = 2;
+
 /** Exit codes for a database we refuse to use (EX_DATAERR and friends from sysexits.h). */
 export const EXIT_DATABASE_NOT_USABLE = 65;
 export const EXIT_DATABASE_TOO_NEW = 75;
@@ -182,10 +185,31 @@ export class Database {
     });
   }
 
+  /**
+   * Gives up to `maxPages` free pages (what deleted rows left) back to the file system, in one
+   * short write transaction; the file shrinks at the next checkpoint. Returns how many it gave
+   * back: 0 when none are free, or for a database made before lmsp kept `auto_vacuum`
+   * incremental (`lmsp gc --vacuum` converts one).
+   */
+  releaseFreePages(maxPages: number): number {
+    if (this.sqlite.pragma('auto_vacuum', { simple: true }) !== AUTO_VACUUM_INCREMENTAL) return 0;
+    const before = this.sqlite.pragma('freelist_count', { simple: true }) as number;
+    if (before === 0) return 0;
+    this.sqlite.pragma(`incremental_vacuum(${Math.max(1, Math.floor(maxPages))})`);
+    return before - (this.sqlite.pragma('freelist_count', { simple: true }) as number);
+  }
+
+  /** Rewrites the whole database with incremental `auto_vacuum` (no other connection may be open). */
+  vacuum(): void {
+    this.sqlite.pragma('auto_vacuum = INCREMENTAL');
+    this.sqlite.exec('VACUUM');
+  }
+
   static open(dataDir: string, options: OpenOptions = {}): Database {
     const { create = true, check = true } = options;
     const path = join(dataDir, DATABASE_FILE);
-    if (!existsSync(path)) {
+    const created = !existsSync(path);
+    if (created) {
       if (!create) throw new DatabaseOpenError(`no database at ${path}: start the service once with this data directory`, EXIT_DATABASE_UNAVAILABLE);
       try {
         mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -217,6 +241,9 @@ export class Database {
       } catch {
         // not our file to change; writing to it will tell whether we can use it
       }
+      // A new database gives the pages that retention frees back to the file system
+      // (releaseFreePages); this can only be set while it has no tables.
+      if (created) sqlite.pragma('auto_vacuum = INCREMENTAL');
       sqlite.pragma('journal_mode = WAL');
       // better-sqlite3 leaves WAL at NORMAL, which can lose the last commits on power loss.
       sqlite.pragma('synchronous = FULL');

@@ -8,6 +8,9 @@ import type { Store } from '../store/index.js';
 import { noneSwept, SWEEP_BATCH_ROWS, sweptAnything, type SweepCounts } from '../store/retention.js';
 import { nowSeconds } from '../time.js';
 
+/** Free pages given back to the file system in one transaction (4 KiB each). */
+const RELEASE_BATCH_PAGES = 1024;
+
 export interface SweepOptions {
   retentionMs: number;
   sweepIntervalMs: number;
@@ -65,7 +68,12 @@ export class Sweeper {
       await pause(this.pauseMs);
     }
     counts.pairingCodes = this.store.db.transaction(() => this.store.pairingCodes.deleteExpired(now));
-    if (sweptAnything(counts)) this.log(counts);
+    if (sweptAnything(counts)) {
+      // What was deleted goes back to the file system, a few megabytes a transaction: a busy
+      // week does not leave the database at its largest for good.
+      while (this.store.db.releaseFreePages(RELEASE_BATCH_PAGES) > 0) await pause(this.pauseMs);
+      this.log(counts);
+    }
     return counts;
   }
 

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { statSync } from 'node:fs';
 import { Store } from '../../src/store/index.js';
+import { Sweeper } from '../../src/tasks/sweeper.js';
 import { nowSeconds } from '../../src/time.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { insertResponseTask, machineOf, makeResponseAndTask } from '../helpers/fixtures.js';
@@ -37,6 +39,34 @@ describe('retention probe (what decides whether a sweep starts at all)', () => {
     store.db.sqlite.prepare(`INSERT INTO idempotency_keys (scope, key, fingerprint, state, status_code, body, task_id, created_at, expires_at)
       VALUES ('cli_test', 'k', 'f', 'done', 200, '{}', NULL, ?, ?)`).run(now - 100, now - 1);
     assert.equal(store.retention.anythingExpired(null, now), true, 'an expired idempotency key goes');
+  }));
+
+  test('a sweep gives the pages it freed back to the file system: the database shrinks at the next checkpoint', async () => withDataDir(async (dir) => {
+    const store = Store.open(dir);
+    try {
+      assert.equal(store.db.sqlite.pragma('auto_vacuum', { simple: true }), 2, 'a new database is made with incremental auto_vacuum');
+      const now = nowSeconds();
+      const ids: string[] = [];
+      for (let i = 0; i < 1500; i++) {
+        const { response, task } = makeResponseAndTask({ createdAt: now - 7200 });
+        response.instructions = 'x'.repeat(4000);
+        ids.push(store.db.transaction((tx) => insertResponseTask(store, tx, response, task)).id);
+      }
+      for (const id of ids) store.db.transaction((tx) => machineOf(store).cancel(tx, id));
+      store.db.sqlite.prepare('UPDATE tasks SET finished_at = ?').run(now - 7200);
+      store.db.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+      const full = statSync(store.db.path).size;
+      assert.ok(full > 6_000_000, `${full} bytes written`);
+
+      const counts = await new Sweeper(store, { retentionMs: 3_600_000, sweepIntervalMs: Infinity }).sweep();
+      assert.equal(counts.tasks, 1500);
+      assert.equal(store.db.sqlite.pragma('freelist_count', { simple: true }), 0, 'no free page is kept');
+      store.db.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+      const after = statSync(store.db.path).size;
+      assert.ok(after < full / 4, `${full} bytes before the sweep, ${after} after`);
+    } finally {
+      await store.close();
+    }
   }));
 
   test('totalChanges counts what this connection wrote', () => withDataDir((dir) => {

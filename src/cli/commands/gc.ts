@@ -1,18 +1,25 @@
 /** `lmsp gc`: run the retention sweeper by hand (LMSP section 10). */
+import { statSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { SweepCounts } from '../../store/retention.js';
 import { Sweeper } from '../../tasks/sweeper.js';
-import { action, loadConfig, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, loadConfig, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function registerGc(program: Command): void {
   withCommonOptions(program.command('gc')
     .description('delete finished tasks older than the retention period, now')
     .option('--retention <duration>', "override the retention period ('forever' keeps everything)")
-    .option('--dry-run', 'count what would be deleted, delete nothing'))
-    .action(action(async (options: CommonOptions & { retention?: string; dryRun?: boolean }) => {
+    .option('--dry-run', 'count what would be deleted, delete nothing')
+    .option('--vacuum', 'then rewrite the database file to its smallest size (with the service stopped)'))
+    .action(action(async (options: CommonOptions & { retention?: string; dryRun?: boolean; vacuum?: boolean }) => {
       // LMSP 10: gc runs the sweeper by hand, so while the service runs, by the retention it
       // was started with (a service kept `forever` must not lose a week-old task to a bare gc).
-      const serviceRetention = options.retention ? undefined : (await runningService(options))?.retention;
+      const service = await runningService(options);
+      // VACUUM rewrites the whole file and holds the database while it does: not under a service.
+      if (options.vacuum && !options.dryRun && service) {
+        throw new CliError(`lmsp gc --vacuum rewrites the database: stop the service (pid ${service.pid}) first`);
+      }
+      const serviceRetention = options.retention ? undefined : service?.retention;
       const retention = options.retention ?? serviceRetention;
       const store = openStore(options);
       const config = loadConfig(options, store, retention ? { retentionMs: retention } : {});
@@ -25,10 +32,32 @@ export function registerGc(program: Command): void {
         return;
       }
       const counts = await sweeper.sweep();
+      let vacuumed: { bytes_before: number; bytes_after: number } | null = null;
+      if (options.vacuum) {
+        const before = databaseBytes(store.db.path);
+        store.db.vacuum();
+        store.db.sqlite.pragma('wal_checkpoint(TRUNCATE)');
+        vacuumed = { bytes_before: before, bytes_after: databaseBytes(store.db.path) };
+      }
       await store.close();
-      if (options.json) printJson({ dry_run: false, ...countsJson(counts) });
-      else process.stdout.write(`deleted ${describe(counts)}\n`);
+      if (options.json) printJson({ dry_run: false, ...countsJson(counts), ...(vacuumed ? { vacuum: vacuumed } : {}) });
+      else {
+        process.stdout.write(`deleted ${describe(counts)}\n`);
+        if (vacuumed) process.stdout.write(`database rewritten: ${vacuumed.bytes_before} bytes before, ${vacuumed.bytes_after} after\n`);
+      }
     }));
+}
+
+/** The database file with its write-ahead log. */
+function databaseBytes(path: string): number {
+  const size = (file: string) => {
+    try {
+      return statSync(file).size;
+    } catch {
+      return 0;
+    }
+  };
+  return size(path) + size(`${path}-wal`);
 }
 
 const countsJson = (counts: SweepCounts) => ({ tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });
