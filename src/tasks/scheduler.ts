@@ -104,7 +104,9 @@ class OutputWriter {
  */
 export function withoutPaths(message: string): string {
   // An http(s) URL (the source of a pull, which its client gave) is no file-system path: it stays.
-  return message.replace(/\bhttps?:\/\/[^\s'"`<>]*|((?:[A-Za-z]:)?(?:[\\/][^\s'"`:;,()[\]<>]+){2,}[\\/]?)/g,
+  // A path starts after a space, a quote or a bracket, not inside a word: "roles must alternate
+  // user/assistant/user" (a chat template's words) is no path.
+  return message.replace(/\bhttps?:\/\/[^\s'"`<>]*|((?<![\w.~-])(?:[A-Za-z]:)?(?:[\\/][^\s'"`:;,()[\]<>]+){2,}[\\/]?)/g,
     (match, path: string | undefined) => (path === undefined ? match : '<file>'));
 }
 

@@ -19,4 +19,11 @@ describe('withoutPaths', () => {
     assert.equal(withoutPaths('https://example.com/a.gguf -> /home/a/models/a.gguf.partial: ENOSPC'), 'https://example.com/a.gguf -> <file>: ENOSPC');
     assert.doesNotMatch(withoutPaths('cannot open file:///home/a/models/x.gguf'), /home|x\.gguf/);
   });
+
+  test('words joined by slashes are no path: a chat template\'s message stays readable', () => {
+    assert.equal(withoutPaths('Conversation roles must alternate user/assistant/user/assistant/...'),
+      'Conversation roles must alternate user/assistant/user/assistant/...');
+    assert.equal(withoutPaths("ENOENT: no such file or directory, open '/home/a/models/b.gguf'"), "ENOENT: no such file or directory, open '<file>'");
+    assert.equal(withoutPaths('failed to load C:\\models\\b.gguf (bad magic)'), 'failed to load <file> (bad magic)');
+  });
 });
