@@ -4,7 +4,7 @@ import { MetricsSampler } from './metrics.js';
 import { useRoute, href } from './router.js';
 import { forgetSession, hasScope, loadSession, revokeSession, saveSession, whenTokenRejected, type Session } from './session.js';
 import { SignIn } from './sign-in.js';
-import { Context, Notice, PageHeading, type AppContext } from './ui.js';
+import { Context, focusNextView, Notice, PageHeading, type AppContext } from './ui.js';
 import { ChatView } from './views/chat.js';
 import { ClientsView } from './views/clients.js';
 import { ModelsView } from './views/models.js';
@@ -110,6 +110,7 @@ export function App() {
     return <SignIn reason={signedOutReason} onSignedIn={(next) => {
       saveSession(next);
       setSignedOutReason(null);
+      focusNextView();
       setSession(next);
     }} />;
   }

@@ -22,6 +22,11 @@ export function useApp(): AppContext {
 /** Whether a view has been shown since the page loaded. */
 let viewShown = false;
 
+/** The next view takes the focus even if it is the first one shown (after signing in, the form it replaces had it). */
+export function focusNextView(): void {
+  viewShown = true;
+}
+
 /**
  * A view's title. When the view changes it takes the focus, so keyboard and screen-reader users
  * land on the new content; the first view of a page load leaves the focus at the top of the page,

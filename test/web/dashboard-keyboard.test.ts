@@ -39,6 +39,20 @@ describe('the dashboard at the keyboard (LMSP 15)', { skip: NO_BROWSER ?? false 
       assert.match(after.cls, /notice/, `the focus is on the notice, not dropped: ${JSON.stringify(after)}`);
     })));
 
+  test('signing in from the keyboard leaves the focus on the first view\'s heading, not on the page', { timeout: 120_000 }, () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      const page = await browser.newPage();
+      const code = await service.client.createPairingCode({ name: 'keyboard', scopes: ['responses'] });
+      await page.goto(`${service.url}/`);
+      await page.getByLabel('Pairing code').focus();
+      await page.keyboard.type(code.code);
+      await page.keyboard.press('Tab');
+      await page.keyboard.type('keyboard');
+      await page.keyboard.press('Enter');
+      await page.getByRole('navigation', { name: 'Sections' }).waitFor();
+      await waitFor(async () => (await focused(page)).tag === 'H1' || null, { what: 'the focus on the heading', timeoutMs: 5000 });
+    })));
+
   test('revoking a client: the confirmation takes the focus, Escape backs out, and it passes the accessibility check', { timeout: 120_000 }, () =>
     withService({}, (service) => withBrowser(async (browser) => {
       const page = await browser.newPage();

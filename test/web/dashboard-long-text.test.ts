@@ -5,6 +5,8 @@
  * short box stays out of the tab order; ids in headings do not widen a 390 px page.
  */
 import assert from 'node:assert/strict';
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
@@ -98,5 +100,22 @@ describe('long text on the dashboard (LMSP 15)', { skip: NO_BROWSER ?? false }, 
       assert.deepEqual(await axeViolations(page), [], 'accessibility violations on the completion');
       await scrollByKeyboard(page, 'Message 2, user, scrollable');
       await fitsPhone(page, 'the chat completion', 'chat-long-message-390');
+    })));
+
+  test('a model id of 128 characters wraps in the Models table: its status and the other columns stay in sight', { timeout: 120_000 }, () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      const id = `long-model-id-${'x'.repeat(114)}`;
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'long.gguf'));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'long.gguf', id } })).status, 201);
+      const page = await browser.newPage();
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await signIn(page, service, ['models:read'], 'models viewer');
+      await page.goto(`${service.url}/#/models`);
+      await page.getByRole('cell', { name: id }).waitFor();
+      const region = page.getByRole('region', { name: 'Registered models' });
+      const width = await region.evaluate((element) => ({ scroll: element.scrollWidth, client: element.clientWidth }));
+      await screenshot(page, 'models-long-id');
+      assert.ok(width.scroll <= width.client + 1, `the table fits its region: ${JSON.stringify(width)}`);
+      assert.deepEqual(await axeViolations(page), [], 'accessibility violations on the models');
     })));
 });

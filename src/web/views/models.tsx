@@ -143,7 +143,7 @@ export function ModelsView() {
             <tbody>
               {models.data.data.map((model) => (
                 <tr key={model.id}>
-                  <td><strong>{model.id}</strong>{model.path && <div class="path">{model.path}</div>}</td>
+                  <td><strong class="model-id">{model.id}</strong>{model.path && <div class="path">{model.path}</div>}</td>
                   <td><StatusBadge status={model.status} />{model.loaded && <div class="loaded">loaded</div>}</td>
                   <td>{formatBytes(model.size_bytes)}</td>
                   <td>{model.architecture ?? '-'}</td>

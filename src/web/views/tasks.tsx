@@ -67,7 +67,7 @@ export function TaskTable({ tasks, caption, clientNames }: { tasks: Task[]; capt
               <td><a href={href('tasks', task.id)}><Code>{task.id}</Code></a></td>
               <td><StatusBadge status={task.status} />{task.error && <span class="error-code"> {task.error.code}</span>}</td>
               <td>{task.kind}</td>
-              <td>{task.model}</td>
+              <td><span class="model-id">{task.model}</span></td>
               <td><Ago seconds={task.created_at} /></td>
               <td>{formatRunTime(task)}</td>
               {clientNames && <ClientCell id={task.client_id} names={clientNames} />}
