@@ -187,6 +187,18 @@ export function modelFaultError(code: TaskErrorCode, message: string): ServiceEr
   return MODEL_FAULTS.has(code) ? new ServiceError(code as 'model_not_found' | 'model_digest_mismatch' | 'model_load_failed', message, { param: 'model' }) : null;
 }
 
+/**
+ * How a task's `engine_error` begins when the model's chat template refused the messages (a
+ * Jinja `raise_exception`, as Gemma's and Mistral's do for roles that do not alternate): the
+ * request's own messages are at fault, not the service.
+ */
+export const TEMPLATE_REFUSAL = "the model's chat template refused these messages: ";
+
+/** A direct answer's error for a task that failed on its template's refusal: 400 naming the input. */
+export function templateRefusalError(code: TaskErrorCode, message: string, param: string): ServiceError | null {
+  return code === 'engine_error' && message.startsWith(TEMPLATE_REFUSAL) ? new ServiceError('invalid_request', message, { param }) : null;
+}
+
 /** Shorthand for the most common client error: a field with a wrong type or value. */
 export function invalidRequest(param: string | null, message: string): ServiceError {
   return new ServiceError('invalid_request', message, { param });

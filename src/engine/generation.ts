@@ -21,6 +21,7 @@ import { acceptToken, grammarFor, newGrammarState } from './grammar-state.js';
 import { OutputShaper } from './output-shaper.js';
 import { OutputSplitter } from './output-splitter.js';
 import { renderPrompt } from './prompt.js';
+import { TEMPLATE_REFUSAL } from '../domain/errors.js';
 import type { GenerateMessage, OutputUnitMessage, RunnerMessage, RunnerSettings } from './protocol.js';
 import { positionSeed } from './sampling.js';
 import { PROMPT_CHUNK, type SequenceSource } from './sequences.js';
@@ -221,7 +222,13 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
   const sampling: RunnerSampling = { ...message.sampling, tokenBias: tokenBiasOf(model, message.sampling.logitBias) };
   const { settings, send } = runtime;
   const tools = message.tools ?? [];
-  const prompt = renderPrompt(model, message.messages, tools);
+  let prompt: ReturnType<typeof renderPrompt>;
+  try {
+    prompt = renderPrompt(model, message.messages, tools);
+  } catch (error) {
+    send({ type: 'error', requestId, code: 'engine_error', message: `${TEMPLATE_REFUSAL}${(error as Error).message}` });
+    return;
+  }
   const contextLength = model.trainContextSize;
   if (prompt.tokens.length + sampling.maxOutputTokens > contextLength) {
     send({ type: 'error', requestId, code: 'context_length_exceeded',

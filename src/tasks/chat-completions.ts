@@ -10,7 +10,7 @@ import {
 } from '../api/chat-completions.js';
 import type { ListObject } from '../api/types.js';
 import { canSee, hasScope, type Client } from '../domain/clients.js';
-import { ServiceError, invalidRequest, modelFaultError } from '../domain/errors.js';
+import { ServiceError, invalidRequest, modelFaultError, templateRefusalError } from '../domain/errors.js';
 import type { StoredChatCompletion } from '../domain/chat-completions.js';
 import { isFinal, type Task } from '../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
@@ -70,13 +70,14 @@ export function chatCompletionAnswer(core: Pick<TaskCore, 'store' | 'machine'>, 
 /**
  * The error a task that did not complete ends its request with: `task_cancelled`; for a failure,
  * the model's own fault as a 4xx naming `model` (LMSP 2: a hostile or changed file is input, no
- * 5xx), else `task_failed` with the task's error code first in its message.
+ * 5xx), its chat template's refusal of the messages as 400 `invalid_request` naming `messages`,
+ * else `task_failed` with the task's error code first in its message.
  */
 export function taskEndError(task: Task | null, taskId: string): ServiceError {
   if (task?.status === 'failed') {
     const code = task.error?.code ?? 'engine_error';
     const message = `${code}: ${task.error?.message ?? 'the task failed'}`;
-    return modelFaultError(code, message) ?? new ServiceError('task_failed', message);
+    return modelFaultError(code, message) ?? templateRefusalError(code, task.error?.message ?? '', 'messages') ?? new ServiceError('task_failed', message);
   }
   return new ServiceError('task_cancelled', `The task ${taskId} was cancelled before it finished.`);
 }

@@ -102,6 +102,29 @@ describe('chat templates', () => {
     assert.ok(templatedTokens > plainTokens, `the template adds its markers (${templatedTokens} vs ${plainTokens} tokens)`);
   }));
 
+  test('a template that refuses the messages (raise_exception): 400 naming messages on Chat Completions, a failed response on Responses', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      // As Gemma's and Mistral's templates refuse a conversation whose roles do not alternate.
+      const strict = "{% if messages[0]['role'] == 'assistant' %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        + "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+      writeGgufFile(join(service.dataDir, 'models', 'strict.gguf'), buildSyntheticModel({ ...LMSP_TINY, name: 'strict', chatTemplate: strict }));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'strict.gguf', id: 'strict' } })).status, 201);
+      const messages = [{ role: 'assistant', content: 'Hello.' }, { role: 'user', content: 'Hi.' }];
+      const chat = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'strict', messages, max_tokens: 3 } });
+      const body = (await chat.json()) as { error: { code: string; param: string | null; message: string } };
+      assert.equal(chat.status, 400, JSON.stringify(body));
+      assert.equal(body.error.code, 'invalid_request');
+      assert.equal(body.error.param, 'messages');
+      assert.match(body.error.message, /chat template refused these messages: .*roles must alternate user\/assistant\/user/);
+      assert.ok(chat.headers.get('lmsp-task-id'), 'the task that failed is named');
+      const response = await service.client.createResponse({ model: 'strict', input: messages as never, max_output_tokens: 3 });
+      assert.equal(response.body.status, 'failed');
+      assert.equal(response.body.error?.code, 'engine_error');
+      // The same model answers a conversation its template accepts.
+      const fine = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'strict', messages: messages.slice(1), max_tokens: 3 } });
+      assert.equal(fine.status, 200);
+    }));
+
   test('a template that never ends fails its request after the render deadline, and the service goes on (LMSP 5)', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_RENDER_DEADLINE_MS: '3000' } }, async (service) => {
       const endless = '{% for a in range(100000) %}{% for b in range(100000) %}{{ "xxxxxxxxxxxxxxxx" }}{% endfor %}{% endfor %}';
