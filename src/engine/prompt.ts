@@ -6,7 +6,7 @@
  * written, for constrained decoding and for reading calls back.
  */
 import {
-  LlamaText, resolveChatWrapper, SpecialToken, type ChatHistoryItem, type ChatModelFunctionCall,
+  JinjaTemplateChatWrapper, LlamaText, resolveChatWrapper, SpecialToken, type ChatHistoryItem, type ChatModelFunctionCall,
   type ChatModelFunctions, type ChatWrapper, type LlamaModel, type Token,
 } from 'node-llama-cpp';
 import type { ToolCallSyntax } from './grammar/constraint.js';
@@ -34,7 +34,7 @@ function parseLoosely(text: string): unknown {
  * node-llama-cpp's history keeps a call together with its result, so each tool message joins
  * the call it answers; one that answers no call is shown as a user message.
  */
-export function toHistory(messages: readonly EngineMessage[]): ChatHistoryItem[] {
+export function toHistory(messages: readonly EngineMessage[], resultsAsSent = false): ChatHistoryItem[] {
   const results = new Map<string, string>();
   for (const message of messages) if (message.role === 'tool') results.set(message.toolCallId, message.content);
   const answered = new Set<string>();
@@ -50,7 +50,7 @@ export function toHistory(messages: readonly EngineMessage[]): ChatHistoryItem[]
           answered.add(call.id);
           const result = results.get(call.id);
           response.push({ type: 'functionCall', name: call.name, params: parseLoosely(call.arguments),
-            result: result === undefined ? undefined : parseLoosely(result), startsNewChunk: index === 0 });
+            result: result === undefined ? undefined : resultsAsSent ? result : parseLoosely(result), startsNewChunk: index === 0 });
         });
         history.push({ type: 'model', response });
         break;
@@ -83,10 +83,27 @@ function chatWrapperFor(model: LlamaModel): ChatWrapper {
     // The model's own template, rendered as it is; node-llama-cpp's look-alike wrappers are only
     // a fallback for templates it cannot run.
     wrapper = resolveChatWrapper(model, { type: 'jinjaTemplate', warningLogs: false });
+    const own = wrapper as Partial<JinjaInternals>;
+    if (wrapper instanceof JinjaTemplateChatWrapper && own._usingJinjaFunctionCallTemplate === true && typeof own._stringifyFunctionResult === 'boolean') {
+      // The template renders tool messages itself: their content is the text the client sent, as
+      // Hugging Face and llama.cpp render it. node-llama-cpp would write a text result as a JSON
+      // string ("\"sunny\"") and re-serialize a JSON one; results are handed over as sent instead.
+      own._stringifyFunctionResult = false;
+      resultsAsSent.add(wrapper);
+    }
     wrappers.set(model, wrapper);
   }
   return wrapper;
 }
+
+/** What node-llama-cpp 3.21's Jinja wrapper (pinned) decides about a template's tool messages. */
+interface JinjaInternals {
+  _usingJinjaFunctionCallTemplate: boolean;
+  _stringifyFunctionResult: boolean;
+}
+
+/** Wrappers that take tool results as the text the client sent. */
+const resultsAsSent = new WeakSet<ChatWrapper>();
 
 /** Text of a wrapper setting (plain text and special-token text), or null if it holds a special token. */
 function settingText(value: unknown): string | null {
@@ -125,7 +142,7 @@ function functionsOf(tools: readonly ToolDefinition[]): ChatModelFunctions | und
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {
   if (hasChatTemplate(model)) {
     const wrapper = chatWrapperFor(model);
-    const state = wrapper.generateContextState({ chatHistory: toHistory(messages), availableFunctions: functionsOf(tools) });
+    const state = wrapper.generateContextState({ chatHistory: toHistory(messages, resultsAsSent.has(wrapper)), availableFunctions: functionsOf(tools) });
     const stopTokens = new Set<Token>();
     for (const trigger of state.stopGenerationTriggers) {
       const tokens = LlamaText(trigger).tokenize(model.tokenizer, 'trimLeadingSpace');

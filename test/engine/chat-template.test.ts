@@ -98,9 +98,14 @@ describe('chat templates (LMSP 6.2)', () => {
       '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n',
       '<|im_start|>user\nWeather in Paris?<|im_end|>\n',
       '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n',
-      '<|im_start|>user\n<tool_response>\n{"temp": 20}\n</tool_response><|im_end|>\n',
+      // The result as the client sent it, as Hugging Face renders the template: not re-serialized.
+      '<|im_start|>user\n<tool_response>\n{"temp":20}\n</tool_response><|im_end|>\n',
       '<|im_start|>assistant\n',
     ].join(''));
+    // A result in plain text stays plain text, not a JSON string.
+    const plainResult = renderPrompt(model, [...TOOL_CONVERSATION.slice(0, 3), { role: 'tool', toolCallId: 'call_1', content: 'Sunny, 20 "degrees"' }], [WEATHER]);
+    assert.ok(model.detokenize(plainResult.tokens, true).endsWith('<|im_start|>user\n<tool_response>\nSunny, 20 "degrees"\n</tool_response><|im_end|>\n<|im_start|>assistant\n'),
+      model.detokenize(plainResult.tokens, true).slice(-120));
     assert.deepEqual(prompt.toolCallSyntax, { prefix: '<tool_call>\n{"name": "', paramsPrefix: '", "arguments": ', suffix: '}\n</tool_call>', betweenCalls: '\n' },
       'the call syntax is read from the template');
   });
