@@ -1,5 +1,5 @@
 /** What every command shares: the data directory, `--json` output, errors and exit codes. */
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { LmspClient, LmspApiError } from '../api/client.js';
@@ -75,6 +75,15 @@ export function stdoutClosedEndsCommand(): boolean {
 
 export function keepRunningWhenStdoutCloses(): void {
   closedStdoutEndsCommand = false;
+}
+
+/** A file's size, 0 when it cannot be read (whoever reports on it says why). */
+export function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
 }
 
 export function printJson(value: unknown): void {

@@ -1,9 +1,8 @@
 /** `lmsp gc`: run the retention sweeper by hand (LMSP section 10). */
-import { statSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { SweepCounts } from '../../store/retention.js';
 import { Sweeper } from '../../tasks/sweeper.js';
-import { action, CliError, loadConfig, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, fileSize, loadConfig, openStore, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 export function registerGc(program: Command): void {
   withCommonOptions(program.command('gc')
@@ -50,14 +49,7 @@ export function registerGc(program: Command): void {
 
 /** The database file with its write-ahead log. */
 function databaseBytes(path: string): number {
-  const size = (file: string) => {
-    try {
-      return statSync(file).size;
-    } catch {
-      return 0;
-    }
-  };
-  return size(path) + size(`${path}-wal`);
+  return fileSize(path) + fileSize(`${path}-wal`);
 }
 
 const countsJson = (counts: SweepCounts) => ({ tasks: counts.tasks, events: counts.events, idempotency_keys: counts.idempotencyKeys, pairing_codes: counts.pairingCodes });

@@ -6,14 +6,14 @@
  * any file of this machine.
  */
 import { isAbsolute, relative, resolve } from 'node:path';
-import { realpathSync, statSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { ModelObject } from '../../api/types.js';
 import type { HashProgress } from '../../models/hashing.js';
 import { listModels, registerModel, removeModel, verifyModel, type ModelOutcome } from '../../tasks/models.js';
 import {
-  action, openOffline, printJson, type OfflineCore, serviceClient, table, withCommonOptions, type CommonOptions,
+  action, fileSize, openOffline, printJson, type OfflineCore, serviceClient, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
 import { registerModelPull } from './pull.js';
 
@@ -46,14 +46,6 @@ function printModels(models: ModelObject[], json: boolean | undefined): void {
     digest: model.digest.slice(0, 19),
   }));
   process.stdout.write(`${table(rows, ['id', 'status', 'loaded', 'size', 'arch', 'context', 'quant', 'digest'])}\n`);
-}
-
-function fileSize(path: string): number {
-  try {
-    return statSync(path).size;
-  } catch {
-    return 0; // the use case reports the missing file
-  }
 }
 
 function isInside(folder: string, path: string): boolean {
