@@ -6,15 +6,8 @@
  * batched with others, a sequence's floats depend on the batch, see docs/operations.md.)
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { GenerationCancelled, type GenerateRequest, type OutputUnit } from '../../src/engine/engine.js';
-import { writeGgufFile } from '../../src/engine/gguf-writer.js';
-import { RunnerPool } from '../../src/engine/runner-pool.js';
-import { buildSyntheticModel, LMSP_TINY } from '../../src/engine/synthetic-model.js';
-import { withDataDir } from '../helpers/data-dir.js';
 import { runGeneration, sampling, withEngine } from '../helpers/engine.js';
 import { childPids, waitFor } from '../helpers/service.js';
 
@@ -72,20 +65,11 @@ describe('slots as sequences of one context', { skip: process.platform !== 'linu
     });
   });
 
-  test('a load cancelled after its runner read the model leaves it loaded, and is counted as loaded', { timeout: 120_000 }, () => withDataDir(async (dir) => {
+  test('a load cancelled after its runner read the model leaves it loaded, and is counted as loaded', { timeout: 120_000 }, () => {
     const loads: string[] = [];
-    const path = join(dir, 'lmsp-tiny.gguf');
-    writeGgufFile(path, buildSyntheticModel(LMSP_TINY));
-    const tiny = { id: 'lmsp-tiny', path, digest: `sha256:${createHash('sha256').update(readFileSync(path)).digest('hex')}` };
     // The runner loads at once; the pool then waits out the rest of the debug delay, which the
     // cancel interrupts with the model already in the runner.
-    const engine = new RunnerPool({
-      slots: 1, maxLoadedModels: 1, keepAliveMs: 60_000,
-      settings: { gpu: 'cpu', threads: 1, stateDir: join(dir, 'state'), tokenDelayMs: 0 },
-      debug: { loadDelayMs: 60_000, tokenDelayMs: 0, cancelDelayMs: 0, dbMaxPages: 0 },
-      onModelLoad: (model, result) => loads.push(`${model} ${result}`),
-    });
-    try {
+    return withEngine({ parallelMode: 'processes', loadDelayMs: 60_000, onModelLoad: (model, result) => loads.push(`${model} ${result}`) }, async ({ engine, tiny }) => {
       const lease = engine.acquire(tiny)!;
       const abort = new AbortController();
       const loading = lease.load(abort.signal).then(() => assert.fail('the load was cancelled'), (error: unknown) => error);
@@ -97,10 +81,8 @@ describe('slots as sequences of one context', { skip: process.platform !== 'linu
       const next = engine.acquire(tiny)!;
       assert.equal(next.needsLoad, false, 'the next generation uses it');
       next.release();
-    } finally {
-      await engine.close();
-    }
-  }, 'engine-cancel-loaded'));
+    });
+  });
 
   test('generations larger than the shared sequences so far run beside them, or grow them when idle', { timeout: 180_000 }, () =>
     withEngine({ slots: 2, parallelMode: 'sequences' }, async ({ engine, tiny }) => {

@@ -26,6 +26,8 @@ export interface EngineOptions {
   maxLoadedModels?: number;
   keepAliveMs?: number;
   tokenDelayMs?: number;
+  /** LMSP_DEBUG_LOAD_DELAY_MS as the pool sees it: after the runner has read the model, the load waits out the rest. */
+  loadDelayMs?: number;
   /** How slots run; by default LMSP_PARALLEL_MODE, as the service reads it, else processes. */
   parallelMode?: 'processes' | 'sequences';
   onModelLoad?: RunnerPoolOptions['onModelLoad'];
@@ -43,7 +45,7 @@ export function newEngine(dir: string, options: EngineOptions = {}): RunnerPool 
     maxLoadedModels: options.maxLoadedModels ?? 1,
     keepAliveMs: options.keepAliveMs ?? 60_000,
     settings: { gpu: 'cpu', threads: 1, stateDir: join(dir, 'state'), tokenDelayMs: options.tokenDelayMs ?? 0 },
-    debug: { loadDelayMs: 0, tokenDelayMs: 0, cancelDelayMs: 0, dbMaxPages: 0 },
+    debug: { loadDelayMs: options.loadDelayMs ?? 0, tokenDelayMs: 0, cancelDelayMs: 0, dbMaxPages: 0 },
     ...(options.onModelLoad ? { onModelLoad: options.onModelLoad } : {}),
   });
 }
