@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { LMSP_BIN, waitFor, withService } from '../helpers/service.js';
+import { LMSP_BIN, processAlive, waitFor, withService } from '../helpers/service.js';
 
 describe('the lmsp CLI when its reader stops early (`lmsp tasks events ID | head`)', () => {
   test('ends quietly with status 0, without a stack trace', { timeout: 90_000 }, () =>
@@ -43,14 +43,7 @@ describe('lmsp serve when the reader of its output leaves (`lmsp serve --json 2>
         assert.equal((await fetch(`${info.url}/healthz`, { signal: AbortSignal.timeout(5000) })).status, 200);
       }
       process.kill(info.pid, 'SIGTERM');
-      await waitFor(() => {
-        try {
-          process.kill(info.pid, 0);
-          return false;
-        } catch {
-          return true;
-        }
-      }, { timeoutMs: 20_000, what: 'the service to stop on SIGTERM' });
+      await waitFor(() => !processAlive(info.pid), { timeoutMs: 20_000, what: 'the service to stop on SIGTERM' });
       if (shell.exitCode === null && shell.signalCode === null) await new Promise((resolve) => shell.once('exit', resolve));
     } finally {
       rmSync(dataDir, { recursive: true, force: true });

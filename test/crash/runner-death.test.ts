@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../src/api/types.js';
 import type { RestartPolicy } from '../../src/domain/tasks.js';
-import { api, childPids, waitFor, withService, type TestService } from '../helpers/service.js';
+import { api, childPids, processAlive, waitFor, withService, type TestService } from '../helpers/service.js';
 
 const MAX_TOKENS = 200;
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled']);
@@ -204,15 +204,7 @@ describe('a runner process that dies: limits and cancels (LMSP 7.5, 7.4)', { ski
       const runners = childPids(service.pid);
       assert.ok(runners.length > 0);
       await service.kill();
-      const alive = (pid: number) => {
-        try {
-          process.kill(pid, 0);
-          return true;
-        } catch {
-          return false;
-        }
-      };
-      await waitFor(() => runners.every((pid) => !alive(pid)) || null, { timeoutMs: 30_000, what: 'the orphaned runners to end' });
+      await waitFor(() => runners.every((pid) => !processAlive(pid)) || null, { timeoutMs: 30_000, what: 'the orphaned runners to end' });
       // They share the service's standard error: nothing of theirs on it, no stack trace of a closed channel.
       assert.doesNotMatch(service.output(), /ERR_IPC_CHANNEL_CLOSED|Error \[|at [a-zA-Z]+ \(/, service.output().slice(-2000));
     }));

@@ -154,6 +154,16 @@ export async function withService<T>(options: StartOptions, test: (service: Test
 }
 
 /** Processes whose parent is `pid` (Linux /proc), e.g. a service's runner processes. */
+/** Whether a process with this pid still exists (signal 0 checks without signalling). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function childPids(pid: number): number[] {
   const children: number[] = [];
   for (const entry of readdirSync('/proc')) {
