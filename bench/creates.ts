@@ -99,8 +99,8 @@ async function measure(situation: Situation, variant: Variant): Promise<Measured
 }
 
 /** The rate of a baseline server (bench/<name>.ts): warmed up, then loaded as lmsp is. */
-async function loadScript(name: string): Promise<number> {
-  const server = spawnScript(name);
+async function loadScript(name: string, args: string[] = []): Promise<number> {
+  const server = spawnScript(name, args);
   try {
     const { url } = await firstJsonLine<{ url: string }>(server);
     await load(url, null, SITUATIONS.idle.body); // warm-up
@@ -115,15 +115,25 @@ async function loadScript(name: string): Promise<number> {
 export async function benchCreates(): Promise<Figure[]> {
   const bare: number[] = [];
   const floor: number[] = [];
+  const floorWithoutAutoVacuum: number[] = [];
   const rates: Record<string, number[]> = {};
   const delays: Record<string, number[]> = {};
   const cpu: Record<string, number[]> = {};
   for (let run = 0; run < runs(); run++) {
     const bareRate = await loadScript('bare-server');
-    const floorRate = await loadScript('floor-server');
+    // Incremental auto_vacuum (as lmsp's databases) and none, in alternating order.
+    const floors = run % 2 ? [[], ['--auto-vacuum-none']] : [['--auto-vacuum-none'], []];
+    let floorRate = 0;
+    let noneRate = 0;
+    for (const args of floors) {
+      const rate = await loadScript('floor-server', args);
+      if (args.length) noneRate = rate;
+      else floorRate = rate;
+    }
     bare.push(bareRate);
     floor.push(floorRate);
-    const line = [`bare ${bareRate.toFixed(0)}/s`, `floor ${floorRate.toFixed(0)}/s`];
+    floorWithoutAutoVacuum.push(noneRate);
+    const line = [`bare ${bareRate.toFixed(0)}/s`, `floor ${floorRate.toFixed(0)}/s`, `floor without auto_vacuum ${noneRate.toFixed(0)}/s`];
     for (const situation of Object.keys(SITUATIONS) as Situation[]) {
       const variants = Object.keys(VARIANTS) as Variant[];
       // Alternate which variant goes first from run to run.
@@ -178,6 +188,13 @@ export async function benchCreates(): Promise<Figure[]> {
       value: idle, baseline: floorValue, unit: 'req/s', ratio: idle / floorValue, target: 'reported', met: true,
       how: 'lmsp\'s idle-runner figure above against the floor of the line above, same runs',
       samples: { value: rates['idle, request thread']!, baseline: floor },
+    },
+    {
+      name: 'Durable creates\' floor with incremental auto_vacuum (as lmsp\'s databases) against the same without it (202/s)',
+      value: floorValue, baseline: median(floorWithoutAutoVacuum), unit: 'req/s', ratio: floorValue / median(floorWithoutAutoVacuum),
+      target: 'reported', met: true,
+      how: 'bench/floor-server.ts as above, and the same with its database rewritten with auto_vacuum = NONE (--auto-vacuum-none), alternated within each run',
+      samples: { value: floor, baseline: floorWithoutAutoVacuum },
     },
   ];
 }

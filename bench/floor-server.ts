@@ -6,20 +6,35 @@
  * token check, no schema validation, no idempotency look-up, no model or context checks, no
  * metrics). Between the bare route and this floor is what durability costs; between this floor
  * and lmsp is what everything else costs. Prints its URL as one JSON line.
+ *
+ * With the argument `--auto-vacuum-none` its database is rewritten without the incremental
+ * `auto_vacuum` that new lmsp databases have, so the benchmark can tell what keeping that
+ * (pointer-map pages updated as pages are allocated) costs a create.
  */
 import { mkdtempSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
 import { toResponseObject } from '../src/api/views.js';
 import type { StoredResponse } from '../src/domain/responses.js';
 import { newId } from '../src/ids.js';
+import { DATABASE_FILE } from '../src/store/db.js';
 import { Store } from '../src/store/index.js';
 import { newTaskMachine } from '../src/tasks/core.js';
 import { newResponseTask } from '../src/tasks/prepare-response.js';
 import { nowSeconds } from '../src/time.js';
 
-const store = Store.open(mkdtempSync(join(tmpdir(), 'lmsp-bench-floor-')));
+const dataDir = mkdtempSync(join(tmpdir(), 'lmsp-bench-floor-'));
+if (process.argv.includes('--auto-vacuum-none')) {
+  await Store.open(dataDir).close();
+  const sqlite = new BetterSqlite3(join(dataDir, DATABASE_FILE));
+  sqlite.pragma('auto_vacuum = NONE');
+  sqlite.exec('VACUUM');
+  if (sqlite.pragma('auto_vacuum', { simple: true }) !== 0) throw new Error('the floor database kept its auto_vacuum');
+  sqlite.close();
+}
+const store = Store.open(dataDir);
 const machine = newTaskMachine(store);
 const clientId = newId('cli');
 // A live client, as lmsp's creates check inside their transaction (LMSP 4: a revoke stops a token at once).
