@@ -1,7 +1,7 @@
 /**
  * A task's page as a person reads it (LMSP 6, 7.3, 15): the response's usage grows while the task
  * runs, the whole event log can be read back past the rows shown at first, and a task that does
- * not exist is said to be missing rather than followed.
+ * not exist is said to be missing rather than followed; the task's client is named.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -14,8 +14,12 @@ describe('the dashboard\'s task page (LMSP 15)', { skip: NO_BROWSER ?? false }, 
       const page = await browser.newPage();
       const client = await signIn(page, service, ['responses']);
       const created = (await client.createResponse({ model: 'lmsp-tiny', input: 'go on', max_output_tokens: 360, background: true, seed: 3 })).body;
+      const owner = (await client.getTask(created.task.id)).client_id;
       await page.goto(`${service.url}/#/tasks/${created.task.id}`);
       const outputTokens = page.locator('xpath=//dt[normalize-space()="Output tokens"]/following-sibling::dd');
+      const clientFact = (on: typeof page) => on.locator('xpath=//dt[normalize-space()="Client"]/following-sibling::dd');
+      // The task's client by its name (this session's own), with its id.
+      assert.equal(await clientFact(page).textContent(), `dashboard ${owner}`);
       // While the task still runs, the response panel shows more than the first tokens.
       await waitFor(async () => Number(await outputTokens.textContent()) > 40 || undefined, { what: 'output tokens growing on the page', timeoutMs: 30_000 });
       assert.ok((await client.getTask(created.task.id)).status === 'running', 'read while the task runs, not at its end');
@@ -51,5 +55,12 @@ describe('the dashboard\'s task page (LMSP 15)', { skip: NO_BROWSER ?? false }, 
       assert.equal(await page.getByRole('heading', { name: 'Event log' }).count(), 0);
       assert.equal(await page.getByRole('heading', { name: 'Output' }).count(), 0);
       await screenshot(page, 'task-missing');
+
+      // An admin reads another client's task: that client's name, from the list of clients.
+      const operator = await browser.newPage();
+      await signIn(operator, service, ['admin'], 'operator');
+      await operator.goto(`${service.url}/#/tasks/${created.task.id}`);
+      await clientFact(operator).filter({ hasText: 'dashboard' }).waitFor();
+      assert.equal(await clientFact(operator).textContent(), `dashboard ${owner}`);
     })));
 });

@@ -8,8 +8,8 @@ import { formatBytes, formatTime } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, request } from '../session.js';
 import { followTaskEvents } from '../stream.js';
-import { Code, ErrorNotice, Notice, PageHeading, ScrollText, StatusBadge, useApp } from '../ui.js';
-import { isUnfinished, outputText, type List, type Response, type Task, type TaskEvent } from '../wire.js';
+import { Code, ErrorNotice, Notice, PageHeading, ScrollText, StatusBadge, useApp, usePoll } from '../ui.js';
+import { isUnfinished, outputText, type Client, type List, type Response, type Task, type TaskEvent } from '../wire.js';
 import { ResponseDetails } from './response-details.js';
 import { formatRunTime } from './tasks.js';
 
@@ -83,6 +83,19 @@ function eventSummary(event: TaskEvent): string {
   const error = event.error as { code?: string; message?: string } | undefined;
   if (error) return `${error.code}: ${error.message}`;
   return '';
+}
+
+/**
+ * The client a task belongs to, by its name where this session can know it (its own, or any for
+ * an admin, who can list the clients), with the id beside it.
+ */
+function ClientName({ id }: { id: string }) {
+  const { session } = useApp();
+  const own = session.client.id === id;
+  const admin = session.client.scopes.includes('admin');
+  const clients = usePoll(() => (!own && admin ? request<List<Client>>(session, 'GET', 'v1/clients?limit=1000') : Promise.resolve(null)), null, [own, admin]);
+  const name = own ? session.client.name : clients.data?.data.find((client) => client.id === id)?.name;
+  return name === undefined ? <Code>{id}</Code> : <>{name} <Code>{id}</Code></>;
 }
 
 export function TaskView({ taskId }: { taskId: string }) {
@@ -196,7 +209,7 @@ export function TaskView({ taskId }: { taskId: string }) {
             <div><dt>Status</dt><dd><StatusBadge status={task.status} /></dd></div>
             <div><dt>Kind</dt><dd>{task.kind}</dd></div>
             <div><dt>Model</dt><dd>{task.model}</dd></div>
-            <div><dt>Client</dt><dd><Code>{task.client_id}</Code></dd></div>
+            <div><dt>Client</dt><dd><ClientName id={task.client_id} /></dd></div>
             <div><dt>Created</dt><dd>{formatTime(task.created_at)}</dd></div>
             <div><dt>Run time</dt><dd>{formatRunTime(task)}</dd></div>
             <div><dt>Attempt</dt><dd>{task.attempt}</dd></div>
