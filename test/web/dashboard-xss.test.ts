@@ -23,7 +23,7 @@ describe('the dashboard shows what clients chose as text (LMSP 15)', { skip: NO_
       const hostile = await pairClient(service, ['responses', 'models:read'], `evil ${PAYLOAD}`);
       const created = await api({ url: service.url, token: hostile.token }, '/v1/responses', {
         method: 'POST',
-        json: { model: 'lmsp-tiny', input: `input ${PAYLOAD}`, instructions: `instructions ${PAYLOAD}`, metadata: { note: PAYLOAD }, max_output_tokens: 4 },
+        json: { model: 'lmsp-tiny', input: `input ${PAYLOAD}`, instructions: `instructions ${PAYLOAD}`, metadata: { note: PAYLOAD, [PAYLOAD.slice(0, 40)]: 'key' }, max_output_tokens: 4 },
       });
       assert.equal(created.status, 200, await created.clone().text());
       const response = (await created.json()) as { id: string };
@@ -47,6 +47,10 @@ describe('the dashboard shows what clients chose as text (LMSP 15)', { skip: NO_
       const task = tasks.data.find((entry) => entry.response_id === response.id)!;
       await page.goto(`${service.url}/#/tasks/${task.id}`);
       await page.getByText(`instructions ${PAYLOAD}`).first().waitFor();
+      // The response's metadata, keys and values, as text.
+      const metadata = page.locator('dl.metadata');
+      assert.equal(await metadata.locator('xpath=.//dt[normalize-space()="note"]/following-sibling::dd').textContent(), PAYLOAD);
+      assert.equal(await metadata.locator('dd', { hasText: 'key' }).locator('xpath=preceding-sibling::dt').textContent(), PAYLOAD.slice(0, 40));
       await assertNothingInjected(page, 'a task');
 
       await page.goto(`${service.url}/#/responses`);

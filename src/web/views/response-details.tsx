@@ -1,4 +1,4 @@
-/** A response's request and usage (LMSP 6), shown with its task. */
+/** A response's request, usage and metadata (LMSP 6), shown with its task. */
 import { formatNumber } from '../format.js';
 import { request } from '../session.js';
 import { Code, ErrorNotice, ScrollText, useApp, usePoll } from '../ui.js';
@@ -32,6 +32,14 @@ export function ResponseDetails({ responseId, taskStatus }: { responseId: string
           <div><dt>Output tokens</dt><dd>{formatNumber(value.usage?.output_tokens)}</dd></div>
           {value.previous_response_id && <div><dt>Continues</dt><dd><Code>{value.previous_response_id}</Code></dd></div>}
         </dl>
+      )}
+      {value && Object.keys(value.metadata).length > 0 && (
+        <>
+          <h3>Metadata</h3>
+          <dl class="facts metadata">
+            {Object.entries(value.metadata).map(([key, text]) => <div key={key}><dt>{key}</dt><dd>{text}</dd></div>)}
+          </dl>
+        </>
       )}
       {value?.instructions && (
         <>
