@@ -20,6 +20,7 @@ import { ServiceMetrics } from './http/metrics.js';
 import { ModelRegistry } from './models/registry.js';
 import { SOFTWARE_VERSION } from './paths.js';
 import { Store } from './store/index.js';
+import { WAL_SIZE_LIMIT_BYTES } from './store/db.js';
 import { newTaskMachine, type TaskCore } from './tasks/core.js';
 import { TaskEventBus } from './tasks/event-bus.js';
 import { recoverUnfinishedTasks } from './tasks/recovery.js';
@@ -153,7 +154,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
   const pulls = new PullWorkers(core, pullSettings, { log: workerLog });
   const maintenance = new Maintenance(
-    { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages },
+    { dataDir: config.dataDir, retentionMs: config.retentionMs, dbMaxPages: config.debug.dbMaxPages, walRestartBytes: WAL_SIZE_LIMIT_BYTES },
     config.sweepIntervalMs,
     { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
     () => store.totalChanges(),

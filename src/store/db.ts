@@ -21,7 +21,9 @@ import { packedFromFixedWidth } from './token-codec.js';
 export type Sqlite = BetterSqlite3.Database;
 
 export const DATABASE_FILE = 'lmsp.db';
-const BUSY_TIMEOUT_MS = 5000;
+export const BUSY_TIMEOUT_MS = 5000;
+/** The write-ahead log is cut back to this size whenever it starts over (`journal_size_limit`). */
+export const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 const SQLITE_HEADER = 'SQLite format 3\u0000';
 
 /** Why the database cannot be opened; the CLI prints the message and exits non-zero. */
@@ -248,7 +250,7 @@ export class Database {
       // better-sqlite3 leaves WAL at NORMAL, which can lose the last commits on power loss.
       sqlite.pragma('synchronous = FULL');
       sqlite.pragma('foreign_keys = OFF');
-      sqlite.pragma('journal_size_limit = 67108864');
+      sqlite.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
       // Migration 0009 re-encodes the token ids of existing delta events.
       sqlite.function('lmsp_tokens_from_fixed_width', { deterministic: true },
         (blob: unknown) => (blob instanceof Uint8Array ? packedFromFixedWidth(blob) : null));

@@ -10,6 +10,11 @@ export interface MaintenanceSettings {
   dataDir: string;
   retentionMs: number;
   dbMaxPages: number;
+  /**
+   * A write-ahead log holding more than this after a checkpoint is made to start over (see
+   * maintenance-worker.ts); lmsp uses its `journal_size_limit`.
+   */
+  walRestartBytes: number;
 }
 
 export type MaintenanceRequest = { type: 'sweep'; id: number } | { type: 'checkpoint' } | { type: 'stop' };

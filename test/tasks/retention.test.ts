@@ -3,7 +3,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { Database } from '../../src/store/db.js';
+import { Maintenance } from '../../src/tasks/maintenance.js';
 import { runCli } from '../helpers/cli.js';
+import { withDataDir } from '../helpers/data-dir.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 
 /** Back-dates tasks in the database (instead of sleeping), as if they had finished long ago. */
@@ -93,7 +97,47 @@ function walProgress(dataDir: string): { frames: number; backfilled: number } {
   return { frames: shm.readUInt32LE(16), backfilled: shm.readUInt32LE(96) };
 }
 
+/** The WAL's salt, which changes each time the log starts over from its beginning. */
+function walSalt(dataDir: string): string {
+  return readFileSync(join(dataDir, 'lmsp.db-shm')).subarray(32, 40).toString('hex');
+}
+
 describe('maintenance worker (sweeps and WAL checkpoints off the request thread)', () => {
+  test('under writes that never pause, the WAL starts over once past its limit instead of growing by every write', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      const db = Database.open(dataDir);
+      db.sqlite.pragma('wal_autocheckpoint = 0'); // as the service's connection: checkpoints are the worker's
+      db.sqlite.pragma('synchronous = NORMAL'); // many writes in a few seconds; durability is not what is tested
+      db.sqlite.exec('CREATE TABLE filler (body BLOB)');
+      const insert = db.sqlite.prepare('INSERT INTO filler VALUES (?)');
+      const limit = 1024 * 1024;
+      const maintenance = new Maintenance({ dataDir, retentionMs: Infinity, dbMaxPages: 0, walRestartBytes: limit }, Infinity,
+        { info: () => {}, error: (message) => assert.fail(message) }, () => db.sqlite.prepare('SELECT total_changes()').pluck().get() as number, () => false);
+      maintenance.start();
+      try {
+        // Frames the log held before each start-over: the sum is what it would hold had it never started over.
+        const held: number[] = [0];
+        let salt = walSalt(dataDir);
+        for (const end = Date.now() + 5000; Date.now() < end;) {
+          for (let i = 0; i < 10; i++) insert.run(Buffer.alloc(8192, i));
+          const now = walSalt(dataDir);
+          if (now !== salt) {
+            salt = now;
+            held.push(0);
+          }
+          held[held.length - 1] = Math.max(held.at(-1)!, walProgress(dataDir).frames);
+          await nextTurn(); // the checkpoint timer's turn; the worker runs beside these writes
+        }
+        const total = held.reduce((sum, frames) => sum + frames, 0);
+        const largest = Math.max(...held);
+        assert.ok(held.length >= 3, `the log started over ${held.length - 1} times in 5 s of writes (frames held: ${held.join(', ')})`);
+        assert.ok(largest < total / 2, `at most ${largest} of ${total} frames at once (frames held: ${held.join(', ')})`);
+      } finally {
+        await maintenance.stop();
+        await db.close();
+      }
+    }, 'wal-restart'));
+
   test('writes are checkpointed within seconds, and an idle service keeps no worker thread', { timeout: 90_000, skip: process.platform !== 'linux' }, () =>
     withService({}, async (service) => {
       const idleThreads = threadCount(service.pid);
