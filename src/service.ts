@@ -88,6 +88,9 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   // WAL checkpoints belong to the maintenance worker (started below): on this connection a commit
   // never waits for one, recovery's included.
   store.db.sqlite.pragma('wal_autocheckpoint = 0');
+  if (store.db.upgradedFrom !== null) {
+    log.info({ from: store.db.upgradedFrom, to: store.db.schemaVersion }, `database upgraded from schema ${store.db.upgradedFrom} to ${store.db.schemaVersion}`);
+  }
   const serviceId = store.db.transaction(() => store.config.ensureServiceId());
   const registry = new ModelRegistry(store, config.modelsDir);
   await registry.ensureBuiltin();

@@ -158,6 +158,8 @@ function assertLmspSchema(sqlite: Sqlite, path: string, latest: number): void {
 export class Database {
   readonly sqlite: Sqlite;
   readonly path: string;
+  /** The schema this database had when it was opened, where opening it migrated it to a later one (null otherwise, and for a new database). */
+  upgradedFrom: number | null = null;
   private queue: PendingWrite[] = [];
   private flushScheduled = false;
   private readonly runBatch: BetterSqlite3.Transaction<(jobs: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>, hooks: AfterCommit[]) => void>;
@@ -277,12 +279,14 @@ export class Database {
     }
     const current = schemaVersionOf(this.sqlite);
     const record = this.sqlite.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
-    for (const migration of migrations.filter((m) => m.version > current)) {
+    const missing = migrations.filter((m) => m.version > current);
+    for (const migration of missing) {
       this.transaction(() => {
         this.sqlite.exec(migration.sql);
         record.run(migration.version, migration.name, Math.floor(Date.now() / 1000));
       });
     }
+    if (current > 0 && missing.length > 0) this.upgradedFrom = current;
   }
 
   get schemaVersion(): number {

@@ -7,6 +7,8 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { loadMigrations } from '../../src/store/db.js';
 import { LMSP_BIN, waitFor } from '../helpers/service.js';
 import { withDataDir } from '../helpers/data-dir.js';
 
@@ -41,5 +43,30 @@ describe('lmsp serve --json (LMSP 12)', () => {
       assert.match(info.id, /^svc_/);
       assert.match(stderr, /"msg":"lmsp [^"]* listening on /, 'the log is written on standard error');
       assert.match(stderr, /"msg":"task completed"/);
+    }));
+
+  test('a start that upgrades the database says from which schema to which', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      // A database an lmsp of the first schema left.
+      const migrations = loadMigrations();
+      const old = new BetterSqlite3(join(dataDir, 'lmsp.db'));
+      old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+      old.exec(migrations[0]!.sql);
+      old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(migrations[0]!.version, migrations[0]!.name);
+      old.close();
+      const start = () => new Promise<string>((resolve, reject) => {
+        const child = spawn(process.execPath, [LMSP_BIN, 'serve', '--json', '--port', '0', '--log-format', 'json', '--data-dir', dataDir], {
+          env: { ...process.env, LMSP_LOG_LEVEL: 'info' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        child.stdout.once('data', () => child.kill('SIGTERM'));
+        // Stopped as soon as it listens: by its own handler or, before that is set up, by the signal.
+        child.once('exit', (code, signal) => (code === 0 || signal === 'SIGTERM' ? resolve(stderr) : reject(new Error(`exit ${code}: ${stderr}`))));
+      });
+      const latest = migrations.at(-1)!.version;
+      assert.match(await start(), new RegExp(`"from":1,"to":${latest},.*"msg":"database upgraded from schema 1 to ${latest}"`));
+      assert.doesNotMatch(await start(), /database upgraded/, 'the next start has nothing to upgrade');
     }));
 });

@@ -24,10 +24,13 @@ describe('database (LMSP 11.1, project decisions)', () => {
   }));
 
   test('migrations are recorded and not applied twice', () => withDataDir((dir) => {
-    Database.open(dir).sqlite.close();
+    const created = Database.open(dir);
+    assert.equal(created.upgradedFrom, null, 'a new database is not an upgrade');
+    created.sqlite.close();
     const again = Database.open(dir);
     const rows = again.sqlite.prepare('SELECT version FROM schema_migrations').all();
     assert.equal(rows.length, loadMigrations().length);
+    assert.equal(again.upgradedFrom, null, 'a database already at the latest schema was not upgraded');
     again.sqlite.close();
   }));
 
@@ -44,6 +47,7 @@ describe('database (LMSP 11.1, project decisions)', () => {
     old.close();
     const db = Database.open(dir);
     assert.equal(db.schemaVersion, loadMigrations().at(-1)!.version);
+    assert.equal(db.upgradedFrom, first.version, 'the schema it was opened with, for the service to say it upgraded it');
     assert.deepEqual(db.sqlite.prepare('SELECT seq, id, status FROM tasks ORDER BY seq').all(),
       [{ seq: 7, id: 'task_a', status: 'queued' }, { seq: 9, id: 'task_b', status: 'completed' }]);
     assert.throws(() => db.sqlite.prepare("UPDATE tasks SET status = 'paused' WHERE id = 'task_a'").run(), /CHECK constraint/);
