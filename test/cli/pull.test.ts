@@ -69,6 +69,17 @@ describe('lmsp models pull (LMSP 5.1)', () => {
     assert.equal(interrupted.code, 130, interrupted.stderr);
     const cancelled = (await (await api(service, '/v1/tasks?limit=10')).json()) as { data: TaskObject[] };
     assert.equal(cancelled.data.find((task) => task.model === 'cli-online-cancelled')?.status, 'cancelled');
+
+    // Cancelled by someone else (another client, the dashboard): the command failed, exit 1, not 130.
+    const path = '/cli/cancelled-elsewhere.gguf';
+    const url = server.serve(path, MODEL);
+    server.behave(path, { bytesPerSecond: 50_000 });
+    const pulling = startCli(['models', 'pull', url, '--id', 'cli-cancelled-elsewhere', '--json', '--data-dir', service.dataDir], { env: env() });
+    const pull = await waitFor(async () => ((await (await api(service, '/v1/tasks?kind=model_pull&limit=20')).json()) as { data: TaskObject[] })
+      .data.find((task) => task.model === 'cli-cancelled-elsewhere' && task.status === 'running'), { timeoutMs: 30_000, what: 'the pull to run' });
+    assert.equal((await api(service, `/v1/tasks/${pull.id}/cancel`, { method: 'POST' })).status, 202);
+    assert.equal(await pulling.closed, 1, pulling.stderr());
+    assert.equal((JSON.parse(pulling.stdout()) as { error: { code: string } }).error.code, 'task_cancelled');
   }));
 
   test('with the service running: a follow refused for a moment (429 too_many_streams) is asked again, and one cut by a restart reopened', { timeout: 120_000 }, () =>

@@ -84,16 +84,26 @@ function report(model: ModelObject, json: boolean | undefined): void {
   else process.stdout.write(`pulled ${model.id}: ${model.digest} (${formatBytes(model.size_bytes)}, ${model.architecture}, ${model.quantization}, context ${model.context_length})\n`);
 }
 
-/** What a finished pull means for the command: the model, or an error and an exit status. */
-function outcomeOf(task: TaskObject, model: ModelObject | null): ModelObject {
+/**
+ * What a finished pull means for the command: the model, or an error and an exit status. A pull
+ * this command cancelled (Ctrl-C) exits 130; one cancelled by someone else (`lmsp tasks cancel`,
+ * the dashboard) is a failure of the command, 1, as for `lmsp run`.
+ */
+function outcomeOf(task: TaskObject, model: ModelObject | null, cancelledHere: boolean): ModelObject {
   if (task.status === 'completed' && model) return model;
-  if (task.status === 'cancelled') throw new CliError(`the pull ${task.id} was cancelled`, EXIT_CANCELLED, 'task_cancelled');
+  if (task.status === 'cancelled') {
+    if (cancelledHere) throw new CliError(`the pull ${task.id} was cancelled`, EXIT_CANCELLED, 'task_cancelled');
+    throw new CliError(`the pull ${task.id} was cancelled before it finished`, 1, 'task_cancelled');
+  }
   const code = task.error?.code ?? 'task_failed';
   throw new CliError(`the pull ${task.id} failed: ${task.error?.message ?? 'unknown error'} (${code})`, 1, code);
 }
 
-/** Ctrl-C: the first cancels the pull, a second leaves at once. Returns the function that stops listening. */
-function onInterrupt(cancel: () => Promise<void>): () => void {
+/**
+ * Ctrl-C: the first cancels the pull, a second leaves at once. Answers whether it was pressed,
+ * and the function that stops listening.
+ */
+function onInterrupt(cancel: () => Promise<void>): { interrupted: () => boolean; stop: () => void } {
   let interrupted = false;
   const listener = () => {
     if (interrupted) process.exit(EXIT_CANCELLED);
@@ -102,14 +112,14 @@ function onInterrupt(cancel: () => Promise<void>): () => void {
     cancel().catch((error: unknown) => process.stderr.write(`lmsp: cannot cancel: ${String(error)}\n`));
   };
   process.on('SIGINT', listener);
-  return () => process.off('SIGINT', listener);
+  return { interrupted: () => interrupted, stop: () => process.off('SIGINT', listener) };
 }
 
 async function pullThroughService(client: LmspClient, source: string, options: PullOptions, bar: PullBar): Promise<ModelObject> {
   const body = { source, ...(options.id ? { id: options.id } : {}), ...(options.digest ? { digest: options.digest } : {}) };
   const task = (await client.pullModel(body)).body;
   if (!options.json) process.stderr.write(`pulling ${task.model} as task ${task.id}\n`);
-  const stop = onInterrupt(async () => {
+  const { interrupted, stop } = onInterrupt(async () => {
     // Wherever the service listens now: it may have restarted while the pull was followed.
     await (await operatorClient(options).catch(() => client)).cancelTask(task.id);
   });
@@ -132,7 +142,7 @@ async function pullThroughService(client: LmspClient, source: string, options: P
       },
     });
     const finished = await followed.client.getTask(task.id);
-    return outcomeOf(finished, ((terminal as TaskEvent | null)?.model as ModelObject | undefined) ?? null);
+    return outcomeOf(finished, ((terminal as TaskEvent | null)?.model as ModelObject | undefined) ?? null, interrupted());
   } finally {
     // Before whatever follows is written, an error included.
     bar.stop();
@@ -152,7 +162,7 @@ async function pullOffline(source: string, options: PullOptions, bar: PullBar): 
     const taskId = created.task.id;
     if (!options.json) process.stderr.write(`pulling ${created.task.model} as task ${taskId} (the service is not running)\n`);
     const abort = new AbortController();
-    const stop = onInterrupt(async () => {
+    const { interrupted, stop } = onInterrupt(async () => {
       await offline.store.db.write((context) => offline.machine.cancel(context, taskId));
       abort.abort(PULL_CANCELLED);
     });
@@ -165,7 +175,7 @@ async function pullOffline(source: string, options: PullOptions, bar: PullBar): 
       bar.stop();
       if (!finished) throw new CliError(`the pull ${taskId} is gone`, 1);
       const model = offline.registry.get(finished.model);
-      return outcomeOf(toTaskObject(finished), finished.status === 'completed' && model ? toModelObject(model, false, true) : null);
+      return outcomeOf(toTaskObject(finished), finished.status === 'completed' && model ? toModelObject(model, false, true) : null, interrupted());
     } finally {
       stop();
     }
