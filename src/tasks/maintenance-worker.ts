@@ -1,7 +1,8 @@
 /**
  * The maintenance worker: a thread with its own database connection that sweeps expired records
  * and checkpoints the WAL, so that neither ever stalls the thread answering requests. Readers
- * never wait for it (WAL); writers wait at most one sweep transaction.
+ * never wait for it (WAL); writers wait at most one sweep transaction, or the restart of a log
+ * grown past its limit (checkpoint, below).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { BUSY_TIMEOUT_MS } from '../store/db.js';
