@@ -142,8 +142,11 @@ export class RunnerPool implements Engine {
     // A runner computing embeddings keeps its model: it is neither unloaded nor given another.
     const free = idle.filter((runner) => runner.embeds === 0);
 
-    const inUse = this.runners.filter((runner) => (runner.busy || runner.embeds > 0) && runner.model).map((runner) => runner.model!);
-    const loadedKeys = new Set(this.runners.filter((runner) => runner.model).map((runner) => `${runner.model!.digest}:${runner.model!.path}`));
+    // A runner leased for a model holds it from the lease on, while it still loads it too: a
+    // load underway counts against max_loaded_models, or two loads at once would both pass.
+    const held = (runner: RunnerProcess): ModelRef | null => (runner.busy && runner.assigned ? runner.assigned : runner.model);
+    const inUse = this.runners.filter((runner) => (runner.busy || runner.embeds > 0) && held(runner)).map((runner) => held(runner)!);
+    const loadedKeys = new Set(this.runners.map(held).filter((ref) => ref !== null).map((ref) => `${ref.digest}:${ref.path}`));
     const key = `${model.digest}:${model.path}`;
     if (!loadedKeys.has(key) && loadedKeys.size >= this.options.maxLoadedModels) {
       // Unload the least recently used model that no running task uses, or wait.
