@@ -118,6 +118,10 @@ export const ERROR_CODES = {
   too_many_tasks: { status: 429, type: 'rate_limit_error', message: 'Too many unfinished tasks; wait for some to finish.' },
   internal_error: { status: 500, type: 'server_error', message: 'The service failed unexpectedly.' },
   task_failed: { status: 500, type: 'server_error', message: 'The task of this request failed.', retryable: false },
+  // An embedding (answered directly, not as a task) that the engine could not compute though the
+  // model loaded: llama.cpp failed or its runner process died on this file. Not a bug of the
+  // service, and a retry would meet the same file.
+  engine_error: { status: 500, type: 'server_error', message: 'The engine failed to compute this request.', retryable: false },
   // LMSP 7.5, 13: a Chat Completions stream cannot take back chunks it has sent, so one whose
   // attempt is dropped by `on_restart: retry` ends with this error frame while the task goes on.
   task_restarted: {

@@ -154,9 +154,14 @@ export async function embed(send: (message: RunnerMessage) => void, contexts: Em
     }));
     const embeddings = await contexts.use(model, Math.max(...counts), async (context) => {
       const vectors: number[][] = [];
-      for (const input of inputs) {
+      for (const [index, input] of inputs.entries()) {
         if (isCancelled()) return null;
         const { vector } = await context.getEmbeddingFor(input);
+        // A broken file can give no vector, or one of NaNs: an error, never a 200 with it.
+        if (vector.length !== size || !vector.every(Number.isFinite)) {
+          throw new Error(`the model gave no usable embedding for input[${index}] (${vector.length} values where it has ${size}, `
+            + `${vector.filter((value) => !Number.isFinite(value)).length} of them not finite numbers)`);
+        }
         vectors.push(normalize(vector, dimensions));
       }
       return vectors;

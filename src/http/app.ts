@@ -264,7 +264,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     const serviceError = (error as FastifyError).code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE'
       ? (request.is404 ? new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`) : new ServiceError('unsupported_media_type'))
       : toServiceError(error);
-    if (serviceError.status >= 500) request.log.error({ err: error, url: request.url }, 'request failed');
+    // The engine failing on a model's file is logged as what it is, not as a bug with its stack.
+    if (serviceError.code === 'engine_error') request.log.warn({ url: request.url, error: serviceError.message }, 'the engine failed on this request');
+    else if (serviceError.status >= 500) request.log.error({ err: error, url: request.url }, 'request failed');
     // An answer given before the body was read (401, 413, 415, 421, 403, ...) waits until the
     // client has sent it, so that the client reads the answer rather than a broken pipe.
     if (!(await drainRequest(request.raw, DRAIN_FACTOR * config.bodyLimitBytes))) reply.header('connection', 'close');

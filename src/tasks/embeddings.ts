@@ -81,8 +81,10 @@ function toServiceError(error: unknown, single: boolean): unknown {
     // llama.cpp's own messages may name files: the client sees them without paths, as task errors.
     const message = withoutPaths(`${error.code}: ${error.message}`);
     // A changed or unloadable file is the file's fault: a 4xx naming the model, which stays so
-    // until the operator acts (x-should-retry: false).
-    return modelFaultError(error.code, message) ?? new ServiceError('internal_error', message, { cause: error });
+    // until the operator acts (x-should-retry: false). One that loads but that the engine cannot
+    // compute with (llama.cpp aborting on it, a vector it cannot give) is the engine's failure,
+    // not a bug of the service.
+    return modelFaultError(error.code, message) ?? new ServiceError('engine_error', message, { cause: error });
   }
   return error;
 }

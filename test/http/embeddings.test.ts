@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import type { EmbeddingList } from '../../src/api/embeddings.js';
 import type { ErrorBody } from '../../src/api/types.js';
-import { writeGgufFile } from '../../src/engine/gguf-writer.js';
+import { writeGgufFile, type GgufValue } from '../../src/engine/gguf-writer.js';
 import { LMSP_TINY, SYNTHETIC_SPACE_TOKEN_ID, buildSyntheticModel, syntheticByteTokenId } from '../../src/engine/synthetic-model.js';
 import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
@@ -224,6 +224,34 @@ describe('Embeddings API (LMSP section 14)', () => {
         assert.deepEqual([(JSON.parse(refusedText) as ErrorBody).error.code, (JSON.parse(refusedText) as ErrorBody).error.param], ['model_load_failed', 'model']);
         assert.equal(refused.headers.get('x-should-retry'), 'false');
       }
+    }));
+
+  test('a model that loads but breaks the engine is a 500 engine_error, never a 200 with no vector nor an internal_error', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const tiny = buildSyntheticModel({ ...LMSP_TINY, seed: 5 });
+      const variant = (id: string, metadata: Array<readonly [string, GgufValue]>) => {
+        const keys = new Set(metadata.map(([key]) => key));
+        writeGgufFile(join(service.dataDir, 'models', `${id}.gguf`), { ...tiny, metadata: [...tiny.metadata.filter(([key]) => !keys.has(key)), ...metadata] });
+        return api(service, '/v1/models', { method: 'POST', json: { path: `${id}.gguf`, id } });
+      };
+      // A BPE tokenizer with one merge and none of the text's pieces: the text becomes no token
+      // the model can embed, and llama.cpp gives an empty vector.
+      assert.equal((await variant('no-vector', [['tokenizer.ggml.model', { type: 'string', value: 'gpt2' }],
+        ['tokenizer.ggml.merges', { type: 'array', itemType: 'string', values: ['a b'] }]])).status, 201);
+      // A NaN norm epsilon: llama.cpp loads it, then aborts while computing.
+      assert.equal((await variant('nan-epsilon', [['llama.attention.layer_norm_rms_epsilon', { type: 'f32', value: NaN }]])).status, 201);
+      for (const [model, message] of [['no-vector', /no usable embedding for input\[0\]/], ['nan-epsilon', /^engine_error: /]] as const) {
+        const response = await api(service, '/v1/embeddings', { method: 'POST', json: { model, input: 'hello' } });
+        const text = await response.text();
+        assert.equal(response.status, 500, `${model}: ${text}`);
+        const { error } = JSON.parse(text) as ErrorBody;
+        assert.deepEqual([error.type, error.code], ['server_error', 'engine_error'], `${model}: ${text}`);
+        assert.match(error.message, message);
+        assert.equal(response.headers.get('x-should-retry'), 'false', 'the same file would fail again');
+      }
+      // The service and its other models are unharmed.
+      const fine = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: 'hello' } });
+      assert.equal(((await fine.json()) as EmbeddingList).data[0]!.embedding.length, 64);
     }));
 
   test('a model file swapped while an embedding loads it is not used: 409 model_digest_mismatch, nothing computed from it', { timeout: 60_000 }, () =>
