@@ -196,7 +196,9 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const info: ServiceInfo = { url: `http://${displayHost}:${port}`, pid: process.pid, id: serviceId, version: SOFTWARE_VERSION, started_at: Math.floor(Date.now() / 1000),
     retention: formatDuration(config.retentionMs) };
   const serviceFile = join(config.dataDir, SERVICE_FILE);
-  writeFileSync(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`, { mode: 0o600 });
+  // Made new (never written through a file or link already there), then renamed into place.
+  rmSync(`${serviceFile}.tmp`, { force: true });
+  writeFileSync(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`, { mode: 0o600, flag: 'wx' });
   renameSync(`${serviceFile}.tmp`, serviceFile);
   log.info({ url: info.url, listening: url, data_dir: config.dataDir, id: serviceId }, `lmsp ${SOFTWARE_VERSION} listening on ${info.url}`);
 

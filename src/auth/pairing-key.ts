@@ -4,7 +4,7 @@
  * the database alone cannot be searched for a live code.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const PAIRING_KEY_FILE = 'pairing.key';
@@ -23,7 +23,14 @@ export function loadPairingKey(dataDir: string): Buffer {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
-  const key = readFileSync(path);
+  // Never read through a link put in its place.
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  let key: Buffer;
+  try {
+    key = readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
   if (key.length !== KEY_BYTES) throw new Error(`${path} is damaged (it must hold ${KEY_BYTES} bytes); remove it to make a new one (open pairing codes then stop working)`);
   return key;
 }

@@ -10,7 +10,7 @@ import { ConfigError, resolveConfig, resolveDataDir, STORED_CONFIG_PREFIX, type 
 import { ServiceError } from '../domain/errors.js';
 import { ModelRegistry } from '../models/registry.js';
 import { SERVICE_FILE, type ServiceInfo } from '../service.js';
-import { DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, Store } from '../store/index.js';
+import { assertPrivateDataDir, DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, Store } from '../store/index.js';
 import { isDataDirLocked, lockDataDir, type DataDirLock } from '../store/lock.js';
 import { readServiceId } from '../store/service-config.js';
 import { newTaskMachine } from '../tasks/core.js';
@@ -139,6 +139,8 @@ export function openOffline(options: CommonOptions, create = false): OfflineCore
  */
 export async function runningService(options: CommonOptions): Promise<ServiceInfo | null> {
   const dataDir = dataDirOf(options);
+  // The file says where to send the operator token: read only from a folder nobody else can write.
+  assertPrivateDataDir(dataDir);
   const path = join(dataDir, SERVICE_FILE);
   if (!existsSync(path)) return null;
   let info: ServiceInfo;

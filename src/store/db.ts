@@ -49,6 +49,34 @@ export function unusableDataDir(dataDir: string, error: unknown): DatabaseOpenEr
     EXIT_DATABASE_UNAVAILABLE, { cause: error });
 }
 
+/**
+ * LMSP 4: the data directory holds the operator token, the pairing key and the database. One
+ * that another user owns, or that other users may write, could hold links or files planted there
+ * to make this process write through them (over any file it may write) or trust what it reads
+ * (a token file, a service address), so it is refused, never used. A directory that does not
+ * exist yet is made with mode 0700.
+ */
+export function assertPrivateDataDir(dataDir: string): void {
+  const uid = process.getuid?.();
+  if (uid === undefined) return; // no owners to compare (Windows)
+  let stats;
+  try {
+    stats = statSync(dataDir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw unusableDataDir(dataDir, error);
+  }
+  if (!stats.isDirectory()) return; // opening it says what is wrong
+  if (stats.uid !== uid) {
+    throw new DatabaseOpenError(`cannot use the data directory ${dataDir}: it belongs to another user (uid ${stats.uid}), who could have `
+      + 'planted files in it; use a folder of this user\'s own (--data-dir or LMSP_DATA_DIR)', EXIT_DATABASE_UNAVAILABLE);
+  }
+  if ((stats.mode & 0o022) !== 0) {
+    throw new DatabaseOpenError(`cannot use the data directory ${dataDir}: other users can write in it (mode ${(stats.mode & 0o7777).toString(8)}); `
+      + `check that it holds nothing of theirs and make it private (chmod 700 ${dataDir}), or use another (--data-dir or LMSP_DATA_DIR)`, EXIT_DATABASE_UNAVAILABLE);
+  }
+}
+
 const STORAGE_ERROR_PREFIXES = ['SQLITE_FULL', 'SQLITE_READONLY', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR',
   'SQLITE_CANTOPEN', 'SQLITE_CORRUPT', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOMEM', 'SQLITE_PERM'];
 
@@ -211,6 +239,7 @@ export class Database {
 
   static open(dataDir: string, options: OpenOptions = {}): Database {
     const { create = true, check = true } = options;
+    assertPrivateDataDir(dataDir);
     const path = join(dataDir, DATABASE_FILE);
     const created = !existsSync(path);
     if (created) {

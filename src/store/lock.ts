@@ -6,7 +6,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { DatabaseOpenError, EXIT_DATABASE_UNAVAILABLE, unusableDataDir } from './db.js';
+import { assertPrivateDataDir, DatabaseOpenError, EXIT_DATABASE_UNAVAILABLE, unusableDataDir } from './db.js';
 
 export const LOCK_FILE = 'lmsp.lock';
 /**
@@ -22,6 +22,7 @@ export interface DataDirLock {
 /** Takes the data directory's lock, creating the directory (mode 0700) if it does not exist yet. */
 export function lockDataDir(dataDir: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE);
+  assertPrivateDataDir(dataDir);
   let db: BetterSqlite3.Database;
   try {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });

@@ -5,15 +5,15 @@
  * creates nothing on disk.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { runCli, type CliResult } from '../helpers/cli.js';
+import { runCli, startCli, type CliResult } from '../helpers/cli.js';
 import { withDataDir, writeCorruptDatabase } from '../helpers/data-dir.js';
-import { withService } from '../helpers/service.js';
+import { waitFor, withService } from '../helpers/service.js';
 
 function failureOf(result: CliResult): { code: string; message: string } {
   // With --json, serve writes its log on stderr: stdout is the one document.
@@ -63,6 +63,49 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
         assert.equal(failureOf(result).code, 'database_unavailable', args.join(' '));
         assertNoStackTrace(result);
       }
+    }));
+
+  test('a data directory other users can write, or another user owns: exit 74 for every command, nothing written in it, no link followed', { timeout: 90_000 }, () =>
+    withDataDir(async (parent) => {
+      const dataDir = join(parent, 'shared');
+      mkdirSync(dataDir);
+      chmodSync(dataDir, 0o777);
+      // What a neighbour who made the folder could have planted: a link where lmsp writes its service file.
+      const victim = join(parent, 'victim.txt');
+      writeFileSync(victim, 'untouched');
+      symlinkSync(victim, join(dataDir, 'service.json.tmp'));
+      const commands = [['serve', '--port', '0'], ['pair'], ['tasks', 'ls'], ['models', 'ls'], ['doctor']];
+      for (const args of commands) {
+        const result = await runCli([...args, '--json', '--data-dir', dataDir]);
+        assert.equal(result.code, 74, `${args.join(' ')}: ${result.stderr}`);
+        assert.match(result.stderr, /^lmsp: cannot use the data directory .*: other users can write in it \(mode 777\).*chmod 700/m, args.join(' '));
+        assert.equal(failureOf(result).code, 'database_unavailable', args.join(' '));
+        assertNoStackTrace(result);
+      }
+      assert.deepEqual(readdirSync(dataDir), ['service.json.tmp'], 'nothing was created in it');
+      assert.equal(readFileSync(victim, 'utf8'), 'untouched');
+      if (process.getuid?.() === 0) {
+        // Owned by another user (nobody), even with a private mode.
+        chmodSync(dataDir, 0o700);
+        chownSync(dataDir, 65534, 65534);
+        const result = await runCli(['serve', '--port', '0', '--json', '--data-dir', dataDir]);
+        assert.equal(result.code, 74, result.stderr);
+        assert.match(result.stderr, /it belongs to another user \(uid 65534\)/);
+        assert.equal(readFileSync(victim, 'utf8'), 'untouched');
+        chownSync(dataDir, 0, 0);
+      }
+      // Made private, it is used; a link left where the service writes a file of its own is
+      // replaced, never written through.
+      chmodSync(dataDir, 0o700);
+      const serving = startCli(['serve', '--port', '0', '--json', '--data-dir', dataDir]);
+      try {
+        await waitFor(() => serving.stdout().includes('"url"') || undefined, { what: `the service to start: ${serving.stderr()}` });
+      } finally {
+        serving.child.kill('SIGTERM');
+      }
+      assert.equal(await serving.closed, 0, serving.stderr());
+      assert.equal(readFileSync(victim, 'utf8'), 'untouched');
+      assert.throws(() => lstatSync(join(dataDir, 'service.json.tmp')), /ENOENT/, 'the planted link is gone');
     }));
 
   test('a database that is corrupt, not lmsp\'s, or a folder: every command exits 65 and the file stays as it was', { timeout: 180_000 }, () =>
