@@ -22,6 +22,7 @@
  */
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { openedAt } from './hashing.js';
 import { ServiceError } from '../domain/errors.js';
 import { FileChangedError, FileCursor } from './gguf-cursor.js';
 import { GGUF_VALUE_TYPES } from './gguf-format.js';
@@ -57,16 +58,19 @@ export interface GgufStructure {
  * Validates the GGUF file at `path` and returns what it learned; anything wrong is a
  * ServiceError `invalid_model_file` whose message names the fault and its byte offset.
  */
-export async function validateGgufFile(path: string): Promise<GgufStructure> {
+export async function validateGgufFile(path: string, options: { registered?: { within: string | null } } = {}): Promise<GgufStructure> {
   let handle;
   try {
     // Non-blocking, so that a FIFO put where a model was cannot hold the open forever; for a
-    // regular file the flag changes nothing, and anything else is refused below.
-    handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+    // regular file the flag changes nothing, and anything else is refused below. A registered
+    // model's file is read only where it was registered, never through a link that leads elsewhere.
+    handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0) | (options.registered ? constants.O_NOFOLLOW : 0));
   } catch (error) {
-    throw invalidModelFile(`the file cannot be opened (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    const code = (error as NodeJS.ErrnoException).code;
+    throw invalidModelFile(options.registered && code === 'ELOOP' ? 'it now lies behind a link, which is not followed' : `the file cannot be opened (${code ?? 'error'})`);
   }
   try {
+    if (options.registered && !openedAt(handle.fd, path, options.registered.within)) throw invalidModelFile('it now lies behind a link, which is not followed');
     // The size of the open file, not of whatever the path names a moment later.
     const info = await handle.stat();
     if (!info.isFile()) throw invalidModelFile('it is not a regular file');

@@ -36,9 +36,9 @@ export async function readGgufFacts(path: string): Promise<GgufFacts> {
  * the integrity check compares without re-hashing), and a record may predate the validator.
  * Reading a header is cheap next to loading a model.
  */
-export async function validateBeforeLoad(model: Model): Promise<void> {
+export async function validateBeforeLoad(model: Model, modelsDir: string | null): Promise<void> {
   try {
-    await validateGgufFile(model.path);
+    await validateGgufFile(model.path, { registered: { within: modelsDir } });
   } catch (error) {
     if (error instanceof ServiceError) throw new EngineError('model_load_failed', `model '${model.id}': ${error.message}`);
     throw error;

@@ -1,13 +1,79 @@
 /** Content digests of model files: SHA-256 of the whole file, streamed, never read whole. */
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { closeSync, constants, createReadStream, openSync, readlinkSync, realpathSync } from 'node:fs';
+import { isAbsolute, relative } from 'node:path';
 
 export type HashProgress = (bytesRead: number) => void;
 
-export async function hashFile(path: string, onProgress?: HashProgress): Promise<string> {
+/**
+ * A registered model's file opened at its recorded real path reached another file: a link stands
+ * at the path or at a folder above it. Its bytes are not read: they may lie outside the models
+ * directory, and a digest of them would tell what they are.
+ */
+export class LinkedPathError extends Error {
+  override name = 'LinkedPathError';
+  readonly code = 'ELINKED';
+  constructor(path: string) {
+    super(`${path} now leads elsewhere through a link, which is not followed`);
+  }
+}
+
+/** The real path of the open file `fd`: where the kernel found it, every link resolved. */
+function realPathOf(fd: number, path: string): string {
+  if (process.platform === 'linux') {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      // no /proc: resolved by name below, just after the open
+    }
+  }
+  return realpathSync(path);
+}
+
+function isInside(folder: string, path: string): boolean {
+  const rest = relative(folder, path);
+  return rest !== '' && !rest.startsWith('..') && !isAbsolute(rest);
+}
+
+/**
+ * Whether the open file `fd`, opened by the recorded `path` of a registered model, is that file:
+ * reached through no link, or through links that stay inside `within` (the models directory's
+ * real path, where lmsp itself put it: a data directory that is a link, say).
+ */
+export function openedAt(fd: number, path: string, within: string | null): boolean {
+  const real = realPathOf(fd, path);
+  return real === path || (within !== null && isInside(within, real));
+}
+
+/**
+ * Opens a registered model's file by its recorded path for reading, refusing one that a link
+ * (at the path itself or at any folder above it) leads elsewhere (LinkedPathError).
+ */
+export function openRegisteredFile(path: string, within: string | null): number {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new LinkedPathError(path);
+    throw error;
+  }
+  try {
+    if (!openedAt(fd, path, within)) throw new LinkedPathError(path);
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
+  return fd;
+}
+
+/**
+ * The digest of a registered model's file (see openRegisteredFile: `within` is the models
+ * directory's real path), never read through a link that leads elsewhere.
+ */
+export async function hashFile(path: string, within: string | null, onProgress?: HashProgress): Promise<string> {
   const hash = createHash('sha256');
   let bytesRead = 0;
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+  for await (const chunk of createReadStream('', { fd: openRegisteredFile(path, within), highWaterMark: 1 << 20 })) {
     hash.update(chunk as Buffer);
     bytesRead += (chunk as Buffer).length;
     onProgress?.(bytesRead);

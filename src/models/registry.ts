@@ -13,7 +13,7 @@ import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { readGgufFacts, validateBeforeLoad } from './gguf.js';
-import { hashFile, type HashProgress } from './hashing.js';
+import { hashFile, LinkedPathError, type HashProgress } from './hashing.js';
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
 const BUILTIN_REGISTERED_KEY = 'builtin.registered';
@@ -103,7 +103,7 @@ export class ModelRegistry {
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
     const facts = await readGgufFacts(resolved);
-    const digest = await hashFile(resolved, options.onProgress);
+    const digest = await hashFile(resolved, await this.realModelsDir(), options.onProgress);
     const now = nowSeconds();
     return {
       id, path: resolved, digest, ...fileStampOf(info), status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
@@ -132,6 +132,11 @@ export class ModelRegistry {
     }
     if (!isInside(folder, resolved)) throw outside();
     return resolved;
+  }
+
+  /** Where the models directory really is (links resolved), or null while it does not exist. */
+  realModelsDir(): Promise<string | null> {
+    return realpath(this.modelsDir).catch(() => null);
   }
 
   /** LMSP 5.1, 9: an id already registered is 409 `model_exists`, for a registration as for a pull. */
@@ -172,9 +177,10 @@ export class ModelRegistry {
       // What stands at the registered path now is not the file that was registered (a link
       // planted there, a pipe): not followed, not read.
       if (!info.isFile()) status = 'digest_mismatch';
-      else status = (await hashFile(model.path, onProgress)) === model.digest ? 'ready' : 'digest_mismatch';
-    } catch {
-      status = 'missing';
+      else status = (await hashFile(model.path, await this.realModelsDir(), onProgress)) === model.digest ? 'ready' : 'digest_mismatch';
+    } catch (error) {
+      // A link at a folder above it leads to another file: not read, and not this model's.
+      status = error instanceof LinkedPathError ? 'digest_mismatch' : 'missing';
     }
     return {
       ...model,
@@ -239,15 +245,22 @@ export class ModelRegistry {
         throw new EngineError('model_digest_mismatch', `the file of model '${id}' does not match its digest ${model.digest}`);
       }
       if (model.status === 'missing') await this.store.db.write(() => this.store.models.setStatus(id, 'ready'));
-      await validateBeforeLoad(model);
+      await validateBeforeLoad(model, await this.realModelsDir());
       return model;
     }
-    const digest = await hashFile(model.path);
+    let digest;
+    try {
+      digest = await hashFile(model.path, await this.realModelsDir());
+    } catch (error) {
+      if (!(error instanceof LinkedPathError)) throw error;
+      await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
+      throw new EngineError('model_digest_mismatch', `the file of model '${id}' now lies behind a link, which is not followed (its target may lie outside the models directory)`);
+    }
     if (digest !== model.digest) {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
     }
-    await validateBeforeLoad(model);
+    await validateBeforeLoad(model, await this.realModelsDir());
     const updated: Model = { ...model, ...stamp, status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
@@ -284,7 +297,7 @@ export class ModelRegistry {
       const real = await realpath(path);
       const info = await stat(real, { bigint: true });
       const facts = await readGgufFacts(real);
-      const digest = await hashFile(real);
+      const digest = await hashFile(real, await this.realModelsDir());
       const now = nowSeconds();
       await this.store.db.write(() => {
         if (!this.store.models.get(BUILTIN_MODEL_ID)) {

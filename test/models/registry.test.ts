@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -258,6 +259,28 @@ describe('model registry (LMSP section 5)', () => {
     assert.doesNotMatch(answer.body.error!.message, /sha256:/, 'no digest of whatever the link leads to');
     const verified = (await (await api(service, '/v1/models/swapped/verify', { method: 'POST' })).json()) as ModelObject;
     assert.equal(verified.status, 'digest_mismatch');
+  }));
+
+  test('a link planted at a folder above a registered file is never followed either: no digest of the file it leads to, by a load or a verify', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const folder = join(service.dataDir, 'models', 'etc');
+    mkdirSync(folder);
+    copyFileSync(tinyPath(service), join(folder, 'secret'));
+    assert.equal((await register(service, { path: 'etc/secret', id: 'probe' })).status, 201);
+    // The folder becomes a link to another holding a file of the same name, as a link to /etc would.
+    const elsewhere = makeDataDir('elsewhere');
+    writeFileSync(join(elsewhere, 'secret'), 'root:$6$not-for-you\n');
+    const outsideDigest = `sha256:${createHash('sha256').update(readFileSync(join(elsewhere, 'secret'))).digest('hex')}`;
+    renameSync(folder, `${folder}.old`);
+    symlinkSync(elsewhere, folder);
+    const answer = await service.client.createResponse({ model: 'probe', input: 'hi', max_output_tokens: 3 });
+    assert.equal(answer.body.status, 'failed');
+    assert.equal(answer.body.error?.code, 'model_digest_mismatch');
+    assert.match(answer.body.error!.message, /behind a link, which is not followed/);
+    assert.doesNotMatch(answer.body.error!.message, /sha256:[0-9a-f]{64}/, 'no digest of what the link leads to');
+    const verify = await api(service, '/v1/models/probe/verify', { method: 'POST' });
+    const verifiedText = await verify.text();
+    assert.equal((JSON.parse(verifiedText) as ModelObject).status, 'digest_mismatch');
+    assert.ok(!verifiedText.includes(outsideDigest.slice(7)), 'verify shows no digest of it either');
   }));
 
   test('DELETE refuses a model an unfinished task uses; the file stays', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {

@@ -1,12 +1,13 @@
 /** `lmsp doctor`: checks the database, the model files and the running service (LMSP section 12). */
 import { existsSync, statSync } from 'node:fs';
+import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { OPERATOR_TOKEN_FILE } from '../../auth/clients.js';
 import { fileStampOf, sameFile } from '../../domain/models.js';
-import { hashFile } from '../../models/hashing.js';
+import { hashFile, LinkedPathError } from '../../models/hashing.js';
 import { DATABASE_FILE, Store } from '../../store/index.js';
-import { action, dataDirOf, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, dataDirOf, loadConfig, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface Check {
   check: string;
@@ -38,6 +39,7 @@ export function registerDoctor(program: Command): void {
         }
       }
       if (store) {
+        const modelsDir = await realpath(loadConfig(options, store).modelsDir).catch(() => null);
         for (const model of store.models.list()) {
           if (!existsSync(model.path)) {
             add(`model ${model.id}`, 'fail', `file missing: ${model.path}`);
@@ -45,7 +47,14 @@ export function registerDoctor(program: Command): void {
           }
           const changed = !sameFile(model, fileStampOf(statSync(model.path, { bigint: true })));
           if (options.verify || changed) {
-            const digest = await hashFile(model.path);
+            let digest;
+            try {
+              digest = await hashFile(model.path, modelsDir);
+            } catch (error) {
+              if (!(error instanceof LinkedPathError)) throw error;
+              add(`model ${model.id}`, 'fail', error.message);
+              continue;
+            }
             add(`model ${model.id}`, digest === model.digest ? 'ok' : 'fail', digest === model.digest ? `${model.digest} verified` : `digest is ${digest}, recorded ${model.digest}`);
           } else {
             add(`model ${model.id}`, model.status === 'ready' ? 'ok' : 'warn', `${model.path} (${model.status}; unchanged since it was hashed)`);
