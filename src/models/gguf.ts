@@ -18,9 +18,12 @@ function quantizationName(fileType: number | null): string | null {
   return GGUF_FILE_TYPE_NAMES[fileType] ?? `type_${fileType}`;
 }
 
-/** Validates a GGUF file and returns its facts; throws `invalid_model_file` for anything unusable. */
-export async function readGgufFacts(path: string): Promise<GgufFacts> {
-  const structure = await validateGgufFile(path);
+/**
+ * Validates a GGUF file and returns its facts; throws `invalid_model_file` for anything unusable.
+ * `registered`: the file is read only at `path` or inside `within`, never through a link out.
+ */
+export async function readGgufFacts(path: string, registered?: { within: string | null }): Promise<GgufFacts> {
+  const structure = await validateGgufFile(path, registered ? { registered } : {});
   return {
     architecture: structure.architecture,
     contextLength: structure.contextLength,

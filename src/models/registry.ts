@@ -102,8 +102,9 @@ export class ModelRegistry {
     if (!info.isFile()) throw new ServiceError('invalid_model_file', 'the path does not name a regular file', { param: 'path' });
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
-    const facts = await readGgufFacts(resolved);
-    const digest = await hashFile(resolved, await this.realModelsDir(), options.onProgress);
+    const within = await this.realModelsDir();
+    const facts = await readGgufFacts(resolved, { within });
+    const digest = await hashFile(resolved, within, options.onProgress);
     const now = nowSeconds();
     return {
       id, path: resolved, digest, ...fileStampOf(info), status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
