@@ -71,7 +71,10 @@ export function assertPrivateDataDir(dataDir: string): void {
     throw new DatabaseOpenError(`cannot use the data directory ${dataDir}: it belongs to another user (uid ${stats.uid}), who could have `
       + 'planted files in it; use a folder of this user\'s own (--data-dir or LMSP_DATA_DIR)', EXIT_DATABASE_UNAVAILABLE);
   }
-  if ((stats.mode & 0o022) !== 0) {
+  // Group-writable is as bad unless the group is this user's own primary one (a private group,
+  // as systems with a 002 umask make for each user).
+  const writableByOthers = (stats.mode & 0o002) !== 0 || ((stats.mode & 0o020) !== 0 && stats.gid !== process.getgid?.());
+  if (writableByOthers) {
     throw new DatabaseOpenError(`cannot use the data directory ${dataDir}: other users can write in it (mode ${(stats.mode & 0o7777).toString(8)}); `
       + `check that it holds nothing of theirs and make it private (chmod 700 ${dataDir}), or use another (--data-dir or LMSP_DATA_DIR)`, EXIT_DATABASE_UNAVAILABLE);
   }

@@ -84,6 +84,18 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
       }
       assert.deepEqual(readdirSync(dataDir), ['service.json.tmp'], 'nothing was created in it');
       assert.equal(readFileSync(victim, 'utf8'), 'untouched');
+      // Writable by its group: used when that group is this user's own primary one (a private
+      // group, as a 002 umask makes), refused when it is another.
+      chmodSync(dataDir, 0o770);
+      const ownGroup = await runCli(['pair', '--json', '--data-dir', dataDir]);
+      assert.equal(ownGroup.code, 0, ownGroup.stderr);
+      if (process.getuid?.() === 0) {
+        chownSync(dataDir, 0, 65534);
+        const otherGroup = await runCli(['pair', '--json', '--data-dir', dataDir]);
+        assert.equal(otherGroup.code, 74, otherGroup.stderr);
+        assert.match(otherGroup.stderr, /other users can write in it \(mode 770\)/);
+        chownSync(dataDir, 0, 0);
+      }
       if (process.getuid?.() === 0) {
         // Owned by another user (nobody), even with a private mode.
         chmodSync(dataDir, 0o700);
