@@ -58,7 +58,7 @@ export interface GgufStructure {
  * Validates the GGUF file at `path` and returns what it learned; anything wrong is a
  * ServiceError `invalid_model_file` whose message names the fault and its byte offset.
  */
-export async function validateGgufFile(path: string, options: { registered?: { within: string | null } } = {}): Promise<GgufStructure> {
+export async function validateGgufFile(path: string, options: { registered?: { within: readonly string[] } } = {}): Promise<GgufStructure> {
   let handle;
   try {
     // Non-blocking, so that a FIFO put where a model was cannot hold the open forever; for a

@@ -22,7 +22,7 @@ function quantizationName(fileType: number | null): string | null {
  * Validates a GGUF file and returns its facts; throws `invalid_model_file` for anything unusable.
  * `registered`: the file is read only at `path` or inside `within`, never through a link out.
  */
-export async function readGgufFacts(path: string, registered?: { within: string | null }): Promise<GgufFacts> {
+export async function readGgufFacts(path: string, registered?: { within: readonly string[] }): Promise<GgufFacts> {
   const structure = await validateGgufFile(path, registered ? { registered } : {});
   return {
     architecture: structure.architecture,
@@ -39,9 +39,9 @@ export async function readGgufFacts(path: string, registered?: { within: string 
  * the integrity check compares without re-hashing), and a record may predate the validator.
  * Reading a header is cheap next to loading a model.
  */
-export async function validateBeforeLoad(model: Model, modelsDir: string | null): Promise<void> {
+export async function validateBeforeLoad(model: Model, modelsDirs: readonly string[]): Promise<void> {
   try {
-    await validateGgufFile(model.path, { registered: { within: modelsDir } });
+    await validateGgufFile(model.path, { registered: { within: modelsDirs } });
   } catch (error) {
     if (error instanceof ServiceError) throw new EngineError('model_load_failed', `model '${model.id}': ${error.message}`);
     throw error;

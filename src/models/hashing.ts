@@ -37,19 +37,19 @@ function isInside(folder: string, path: string): boolean {
 
 /**
  * Whether the open file `fd`, opened by the recorded `path` of a registered model, is that file:
- * reached through no link, or through links that stay inside `within` (the models directory's
- * real path, where lmsp itself put it: a data directory that is a link, say).
+ * reached through no link, or through links that end inside one of `within` (the real paths of
+ * the models directories, where lmsp itself put it: a data directory that is a link, say).
  */
-export function openedAt(fd: number, path: string, within: string | null): boolean {
+export function openedAt(fd: number, path: string, within: readonly string[]): boolean {
   const real = realPathOf(fd, path);
-  return real === path || (within !== null && isInside(within, real));
+  return real === path || within.some((folder) => isInside(folder, real));
 }
 
 /**
  * Opens a registered model's file by its recorded path for reading, refusing one that a link
  * (at the path itself or at any folder above it) leads elsewhere (LinkedPathError).
  */
-export function openRegisteredFile(path: string, within: string | null): number {
+export function openRegisteredFile(path: string, within: readonly string[]): number {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -67,10 +67,10 @@ export function openRegisteredFile(path: string, within: string | null): number 
 }
 
 /**
- * The digest of a registered model's file (see openRegisteredFile: `within` is the models
- * directory's real path), never read through a link that leads elsewhere.
+ * The digest of a registered model's file (see openRegisteredFile: `within` are the models
+ * directories' real paths), never read through a link that leads elsewhere.
  */
-export async function hashFile(path: string, within: string | null, onProgress?: HashProgress): Promise<string> {
+export async function hashFile(path: string, within: readonly string[], onProgress?: HashProgress): Promise<string> {
   const hash = createHash('sha256');
   let bytesRead = 0;
   for await (const chunk of createReadStream('', { fd: openRegisteredFile(path, within), highWaterMark: 1 << 20 })) {

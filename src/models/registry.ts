@@ -4,7 +4,7 @@
  */
 import { existsSync, lstatSync, mkdirSync } from 'node:fs';
 import { lstat, readlink, realpath, stat } from 'node:fs/promises';
-import { basename, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { fileStampOf, MODEL_ID_PATTERN, sameFile, type Model } from '../domain/models.js';
 import { EngineError, type LoadConfirmation } from '../engine/engine.js';
@@ -102,7 +102,7 @@ export class ModelRegistry {
     if (!info.isFile()) throw new ServiceError('invalid_model_file', 'the path does not name a regular file', { param: 'path' });
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
-    const within = await this.realModelsDir();
+    const within = await this.realModelsDirs();
     const facts = await readGgufFacts(resolved, { within });
     const digest = await hashFile(resolved, within, options.onProgress);
     const now = nowSeconds();
@@ -135,9 +135,15 @@ export class ModelRegistry {
     return resolved;
   }
 
-  /** Where the models directory really is (links resolved), or null while it does not exist. */
-  realModelsDir(): Promise<string | null> {
-    return realpath(this.modelsDir).catch(() => null);
+  /**
+   * Where the models directories really are (links resolved), those that exist: the one in use,
+   * and the data directory's own, where pulls of a service run with another `--models-dir` put
+   * their files.
+   */
+  async realModelsDirs(): Promise<string[]> {
+    const folders = [this.modelsDir, join(dirname(this.store.db.path), 'models')]; // the default of config.ts
+    const real = await Promise.all(folders.map((folder) => realpath(folder).catch(() => null)));
+    return real.filter((folder) => folder !== null);
   }
 
   /** LMSP 5.1, 9: an id already registered is 409 `model_exists`, for a registration as for a pull. */
@@ -178,7 +184,7 @@ export class ModelRegistry {
       // What stands at the registered path now is not the file that was registered (a link
       // planted there, a pipe): not followed, not read.
       if (!info.isFile()) status = 'digest_mismatch';
-      else status = (await hashFile(model.path, await this.realModelsDir(), onProgress)) === model.digest ? 'ready' : 'digest_mismatch';
+      else status = (await hashFile(model.path, await this.realModelsDirs(), onProgress)) === model.digest ? 'ready' : 'digest_mismatch';
     } catch (error) {
       // A link at a folder above it leads to another file: not read, and not this model's.
       status = error instanceof LinkedPathError ? 'digest_mismatch' : 'missing';
@@ -246,12 +252,12 @@ export class ModelRegistry {
         throw new EngineError('model_digest_mismatch', `the file of model '${id}' does not match its digest ${model.digest}`);
       }
       if (model.status === 'missing') await this.store.db.write(() => this.store.models.setStatus(id, 'ready'));
-      await validateBeforeLoad(model, await this.realModelsDir());
+      await validateBeforeLoad(model, await this.realModelsDirs());
       return model;
     }
     let digest;
     try {
-      digest = await hashFile(model.path, await this.realModelsDir());
+      digest = await hashFile(model.path, await this.realModelsDirs());
     } catch (error) {
       if (!(error instanceof LinkedPathError)) throw error;
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
@@ -261,7 +267,7 @@ export class ModelRegistry {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
     }
-    await validateBeforeLoad(model, await this.realModelsDir());
+    await validateBeforeLoad(model, await this.realModelsDirs());
     const updated: Model = { ...model, ...stamp, status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
@@ -298,7 +304,7 @@ export class ModelRegistry {
       const real = await realpath(path);
       const info = await stat(real, { bigint: true });
       const facts = await readGgufFacts(real);
-      const digest = await hashFile(real, await this.realModelsDir());
+      const digest = await hashFile(real, await this.realModelsDirs());
       const now = nowSeconds();
       await this.store.db.write(() => {
         if (!this.store.models.get(BUILTIN_MODEL_ID)) {

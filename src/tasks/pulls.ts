@@ -4,7 +4,7 @@
  * service's data directory run pulls with the same `runPull`.
  */
 import { existsSync } from 'node:fs';
-import { lstat, rm, stat } from 'node:fs/promises';
+import { lstat, realpath, rm, stat } from 'node:fs/promises';
 import { toTaskObject } from '../api/views.js';
 import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
@@ -244,9 +244,10 @@ async function finishPull(deps: PullDeps, task: Task, pull: ModelPull, result: D
   const { store, machine, registry } = deps;
   const info = await stat(result.path, { bigint: true });
   const now = nowSeconds();
-  // The size hashed, beside the stamp of the file as it stands: a change since is hashed again at its load.
+  // The size hashed, beside the stamp of the file as it stands: a change since is hashed again at
+  // its load. Recorded by its real path, as every registered file is.
   const model: Model = {
-    id: pull.modelId, path: result.path, digest: result.digest, ...fileStampOf(info), sizeBytes: result.sizeBytes,
+    id: pull.modelId, path: await realpath(result.path), digest: result.digest, ...fileStampOf(info), sizeBytes: result.sizeBytes,
     status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
   };
   let outcome: { task: Task | null; keepFile: boolean };

@@ -1,11 +1,11 @@
 /** `lmsp doctor`: checks the database, the model files and the running service (LMSP section 12). */
 import { existsSync, statSync } from 'node:fs';
-import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { OPERATOR_TOKEN_FILE } from '../../auth/clients.js';
 import { fileStampOf, sameFile } from '../../domain/models.js';
 import { hashFile, LinkedPathError } from '../../models/hashing.js';
+import { ModelRegistry } from '../../models/registry.js';
 import { DATABASE_FILE, Store } from '../../store/index.js';
 import { action, dataDirOf, loadConfig, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
@@ -39,7 +39,7 @@ export function registerDoctor(program: Command): void {
         }
       }
       if (store) {
-        const modelsDir = await realpath(loadConfig(options, store).modelsDir).catch(() => null);
+        const modelsDirs = await new ModelRegistry(store, loadConfig(options, store).modelsDir).realModelsDirs();
         for (const model of store.models.list()) {
           if (!existsSync(model.path)) {
             add(`model ${model.id}`, 'fail', `file missing: ${model.path}`);
@@ -49,7 +49,7 @@ export function registerDoctor(program: Command): void {
           if (options.verify || changed) {
             let digest;
             try {
-              digest = await hashFile(model.path, modelsDir);
+              digest = await hashFile(model.path, modelsDirs);
             } catch (error) {
               if (!(error instanceof LinkedPathError)) throw error;
               add(`model ${model.id}`, 'fail', error.message);
