@@ -1,7 +1,7 @@
 /** Content digests of model files: SHA-256 of the whole file, streamed, never read whole. */
 import { createHash } from 'node:crypto';
 import { closeSync, constants, createReadStream, openSync, readlinkSync, realpathSync } from 'node:fs';
-import { isAbsolute, relative } from 'node:path';
+import { sep } from 'node:path';
 
 export type HashProgress = (bytesRead: number) => void;
 
@@ -30,9 +30,9 @@ function realPathOf(fd: number, path: string): string {
   return realpathSync(path);
 }
 
-function isInside(folder: string, path: string): boolean {
-  const rest = relative(folder, path);
-  return rest !== '' && !rest.startsWith('..') && !isAbsolute(rest);
+/** Whether `path` is `folder` or lies under it (both absolute and resolved, compared as written). */
+export function isInside(folder: string, path: string): boolean {
+  return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 }
 
 /**

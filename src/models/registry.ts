@@ -13,7 +13,7 @@ import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { readGgufFacts, validateBeforeLoad } from './gguf.js';
-import { hashFile, LinkedPathError, type HashProgress } from './hashing.js';
+import { hashFile, isInside, LinkedPathError, type HashProgress } from './hashing.js';
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
 const BUILTIN_REGISTERED_KEY = 'builtin.registered';
@@ -42,10 +42,6 @@ async function resolveFile(path: string, shown: string): Promise<string> {
 /** The same 404 on every route that names a model by id, as `GET /v1/models/{id}` answers it. */
 export function modelNotFound(id: string): ServiceError {
   return new ServiceError('model_not_found', `The model '${id}' does not exist.`, { param: 'id' });
-}
-
-function isInside(folder: string, path: string): boolean {
-  return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 }
 
 /**
