@@ -2,13 +2,14 @@
  * The service's composition root: open the store, recover (LMSP 11.3), sweep (section 10), then
  * listen. Nothing is accepted before recovery is done (section 3: /healthz answers only then).
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ensureOperatorToken } from './auth/clients.js';
 import { loadPairingKey } from './auth/pairing-key.js';
+import { writeNewPrivateFile } from './auth/private-file.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
 import type { ServiceConfig } from './config.js';
 import { affinityForThisMachine } from './engine/cpu-affinity.js';
@@ -196,9 +197,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const info: ServiceInfo = { url: `http://${displayHost}:${port}`, pid: process.pid, id: serviceId, version: SOFTWARE_VERSION, started_at: Math.floor(Date.now() / 1000),
     retention: formatDuration(config.retentionMs) };
   const serviceFile = join(config.dataDir, SERVICE_FILE);
-  // Made new (never written through a file or link already there), then renamed into place.
-  rmSync(`${serviceFile}.tmp`, { force: true });
-  writeFileSync(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`, { mode: 0o600, flag: 'wx' });
+  // Made new, then renamed into place.
+  writeNewPrivateFile(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`);
   renameSync(`${serviceFile}.tmp`, serviceFile);
   log.info({ url: info.url, listening: url, data_dir: config.dataDir, id: serviceId }, `lmsp ${SOFTWARE_VERSION} listening on ${info.url}`);
 

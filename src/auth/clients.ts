@@ -2,7 +2,7 @@
  * Pairing and client management (LMSP section 4): codes made by the operator, exchanged once for
  * a token, and the operator's own token kept in the data directory for the local CLI.
  */
-import { closeSync, constants, existsSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_SCOPES, type Client, type Scope } from '../domain/clients.js';
 import { ServiceError } from '../domain/errors.js';
@@ -10,6 +10,7 @@ import { newId } from '../ids.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { hashPairingCode, looksLikeToken, newPairingCode, newToken, normalizePairingCode, sha256 } from './secrets.js';
+import { readPrivateFile, writeNewPrivateFile } from './private-file.js';
 
 export const OPERATOR_TOKEN_FILE = 'operator.token';
 export const DEFAULT_PAIRING_TTL_MS = 10 * 60_000;
@@ -56,16 +57,6 @@ export function authenticate(store: Store, token: string): Client | null {
   return client && client.revokedAt === null ? client : null;
 }
 
-/** A file of the data directory, read without following a link put in its place. */
-function readOwnFile(path: string): string {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    return readFileSync(fd, 'utf8');
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /**
  * Makes sure the local operator has a working admin token in `<data-dir>/operator.token`
  * (mode 0600), so the CLI never needs a token copied by hand (LMSP section 4).
@@ -73,14 +64,13 @@ function readOwnFile(path: string): string {
 export function ensureOperatorToken(store: Store, dataDir: string): Client {
   const path = join(dataDir, OPERATOR_TOKEN_FILE);
   if (existsSync(path)) {
-    const existing = authenticate(store, readOwnFile(path).trim());
+    const existing = authenticate(store, readPrivateFile(path).toString('utf8').trim());
     if (existing && existing.kind === 'operator') return existing;
   }
   const token = newToken();
   const temporary = `${path}.${process.pid}.tmp`;
-  // Made new (never written through a file or link already there), then renamed into place.
-  rmSync(temporary, { force: true });
-  writeFileSync(temporary, `${token}\n`, { mode: 0o600, flag: 'wx' });
+  // Made new, then renamed into place.
+  writeNewPrivateFile(temporary, `${token}\n`);
   const client = store.db.transaction(() => {
     const operator = store.clients.operator();
     if (operator) {
@@ -99,5 +89,5 @@ export function ensureOperatorToken(store: Store, dataDir: string): Client {
 
 export function readOperatorToken(dataDir: string): string | null {
   const path = join(dataDir, OPERATOR_TOKEN_FILE);
-  return existsSync(path) ? readOwnFile(path).trim() : null;
+  return existsSync(path) ? readPrivateFile(path).toString('utf8').trim() : null;
 }

@@ -4,8 +4,9 @@
  * the database alone cannot be searched for a live code.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fsyncSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { readPrivateFile } from './private-file.js';
 
 export const PAIRING_KEY_FILE = 'pairing.key';
 const KEY_BYTES = 32;
@@ -23,14 +24,7 @@ export function loadPairingKey(dataDir: string): Buffer {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
-  // Never read through a link put in its place.
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-  let key: Buffer;
-  try {
-    key = readFileSync(fd);
-  } finally {
-    closeSync(fd);
-  }
+  const key = readPrivateFile(path);
   if (key.length !== KEY_BYTES) throw new Error(`${path} is damaged (it must hold ${KEY_BYTES} bytes); remove it to make a new one (open pairing codes then stop working)`);
   return key;
 }
