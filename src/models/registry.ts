@@ -243,17 +243,18 @@ export class ModelRegistry {
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' was replaced by something that is not a regular file (a link is not followed)`);
     }
     const stamp = fileStampOf(info);
+    const within = await this.realModelsDirs();
     if (sameFile(model, stamp)) {
       if (model.status === 'digest_mismatch') {
         throw new EngineError('model_digest_mismatch', `the file of model '${id}' does not match its digest ${model.digest}`);
       }
       if (model.status === 'missing') await this.store.db.write(() => this.store.models.setStatus(id, 'ready'));
-      await validateBeforeLoad(model, await this.realModelsDirs());
+      await validateBeforeLoad(model, within);
       return model;
     }
     let digest;
     try {
-      digest = await hashFile(model.path, await this.realModelsDirs());
+      digest = await hashFile(model.path, within);
     } catch (error) {
       if (!(error instanceof LinkedPathError)) throw error;
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
@@ -263,7 +264,7 @@ export class ModelRegistry {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
       throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
     }
-    await validateBeforeLoad(model, await this.realModelsDirs());
+    await validateBeforeLoad(model, within);
     const updated: Model = { ...model, ...stamp, status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
@@ -299,8 +300,9 @@ export class ModelRegistry {
       // Recorded by its real path, as every registered file is.
       const real = await realpath(path);
       const info = await stat(real, { bigint: true });
-      const facts = await readGgufFacts(real);
-      const digest = await hashFile(real, await this.realModelsDirs());
+      const within = await this.realModelsDirs();
+      const facts = await readGgufFacts(real, { within });
+      const digest = await hashFile(real, within);
       const now = nowSeconds();
       await this.store.db.write(() => {
         if (!this.store.models.get(BUILTIN_MODEL_ID)) {
