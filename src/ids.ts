@@ -48,6 +48,11 @@ export function newId(prefix: IdPrefix): string {
   return `${prefix}_${base62Time(Date.now(), ID_TIME_LENGTH)}${randomBase62(ID_RANDOM_LENGTH)}`;
 }
 
+/** The id of one HTTP request (`x-request-id`), in OpenAI's form: `req_` and 32 random characters. */
+export function newRequestId(): string {
+  return `req_${randomBase62(32)}`;
+}
+
 /** LMSP 13: a chat completion's id, in OpenAI's form (`chatcmpl-...`). */
 export function newChatCompletionId(): string {
   return `chatcmpl-${base62Time(Date.now(), ID_TIME_LENGTH)}${randomBase62(ID_RANDOM_LENGTH)}`;

@@ -7,6 +7,7 @@ import Ajv from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ERROR_CODES, ServiceError, invalidRequest } from '../domain/errors.js';
 import { SOFTWARE_VERSION } from '../paths.js';
+import { newRequestId } from '../ids.js';
 import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppContext, RouteAccess } from './context.js';
 import { registerAuth } from './auth.js';
@@ -169,7 +170,10 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   const metrics = metricsOf(context);
   const app = Fastify({
     ...(context.logger ? { loggerInstance: context.logger as FastifyBaseLogger } : { logger: false }),
-    logController: new LogController({ disableRequestLogging: true }),
+    // Every answer names its request (`x-request-id`, as OpenAI's API does, read by the `openai`
+    // package as `_request_id`), and the service's log lines about it carry the same id.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    genReqId: newRequestId,
     bodyLimit: config.bodyLimitBytes,
     // Timeouts chosen on purpose (edge.ts): a slow client is bounded, a kept-alive connection
     // outlives the client pools' own.
@@ -187,6 +191,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: 3 * 128 },
     // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
     frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id);
       countRefusedRequest(metrics, request, reply);
       try {
         // LMSP 2: the Host and Origin checks come before anything else; an allowed page gets CORS.
@@ -306,6 +311,9 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     },
   });
 
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
   countRequests(app, metrics);
   guard = registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });
   registerAuth(app, context);

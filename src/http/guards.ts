@@ -20,7 +20,7 @@ const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 const ALL_INTERFACES = new Set(['0.0.0.0', '::', '[::]']);
 
 const CORS_ALLOW_HEADERS = 'authorization, content-type, idempotency-key, last-event-id, accept';
-const CORS_EXPOSE_HEADERS = 'location, lmsp-task-id, idempotent-replayed, retry-after, x-should-retry';
+const CORS_EXPOSE_HEADERS = 'location, lmsp-task-id, idempotent-replayed, retry-after, x-should-retry, x-request-id';
 const CORS_METHODS = 'GET, POST, DELETE, OPTIONS';
 
 /** `name` of a Host header value, lower case, IPv6 kept in brackets; null when malformed. */

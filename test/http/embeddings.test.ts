@@ -248,6 +248,15 @@ describe('Embeddings API (LMSP section 14)', () => {
         assert.deepEqual([error.type, error.code], ['server_error', 'engine_error'], `${model}: ${text}`);
         assert.match(error.message, message);
         assert.equal(response.headers.get('x-should-retry'), 'false', 'the same file would fail again');
+        // The warning in the log names the request that the answer names.
+        const requestId = response.headers.get('x-request-id');
+        assert.match(requestId ?? '', /^req_[0-9A-Za-z]{32}$/);
+        const warned = await waitFor(() => {
+          const lines = service.output().split('\n').filter((line) => line.includes(requestId!));
+          return lines.length > 0 ? lines : null;
+        }, { what: `the warning about ${model}'s request in the log` });
+        assert.equal(warned.length, 1, warned.join('\n'));
+        assert.equal((JSON.parse(warned[0]!) as { msg: string }).msg, 'the engine failed on this request');
       }
       // The service and its other models are unharmed.
       const fine = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: 'hello' } });
