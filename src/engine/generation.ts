@@ -279,6 +279,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       ? await evaluatePrompt(sequence, prompt.tokens, generation, sampler, sampling)
       : await restore(settings, sequence, prompt.tokens, resume, taskId, sampler, generation);
     send({ type: 'generating', requestId });
+    const endsGeneration = (token: Token | null) => token === null || model.isEogToken(token) || prompt.stopTokens.has(token);
     let generated = resume.length;
     let lastSaveAt = performance.now();
     let saveCost = 0;
@@ -288,7 +289,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
         lastTokenAt = performance.now();
       }
       throwIfCancelled(generation);
-      if (next === null || model.isEogToken(next) || prompt.stopTokens.has(next)) {
+      if (next === null || endsGeneration(next)) {
         const rest = detokenizer.flush();
         emit(rest ? shaper.push(rest) : null, shaper.finish());
         done('stop');
@@ -307,7 +308,11 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
         const rest = detokenizer.flush();
         const last = rest ? shaper.push(rest) : null;
         emit(last, shaper.stopped ? null : shaper.finish());
-        done(shaper.stopped ? 'stop' : 'max_output_tokens');
+        // A value or call that the last allowed token completed was not cut: under a grammar
+        // the token after it is sampled (seeded by position, so the same one a longer limit
+        // would get), and if it ends the generation, so does this one, as that run would.
+        const cut = !shaper.stopped && !(grammarState && endsGeneration(await slot.step(() => sampler.step(sequence, token, generated))));
+        done(cut ? 'max_output_tokens' : 'stop');
         return;
       }
       // The sequence now holds prompt + tokens [0, generated - 1): a valid resume point.

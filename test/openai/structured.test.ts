@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { zodTextFormat } from 'openai/helpers/zod';
+import { LengthFinishReasonError } from 'openai/error';
+import { zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
 import type { FunctionTool, ResponseFunctionToolCall } from 'openai/resources/responses/responses';
 import { z } from 'zod';
 import { pairClient, startService, type TestService } from '../helpers/service.js';
@@ -160,5 +161,32 @@ describe('structured output and tools through the openai package', () => {
     const items = [];
     for await (const item of client.responses.inputItems.list(second.id)) items.push(item);
     assert.deepEqual(items.map((item) => item.type), ['function_call_output']);
+  });
+
+  test('a value or call that the last allowed token completes is whole: stop, completed, parsed; one token less is cut', { timeout: 180_000 }, async () => {
+    const Flag = z.object({ a: z.boolean() });
+    const chat = (limit: number) => client.chat.completions.parse({
+      model: 'lmsp-tiny', seed: 5, messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: limit, response_format: zodResponseFormat(Flag, 'flag'),
+    });
+    const roomy = await chat(200);
+    assert.equal(roomy.choices[0]!.finish_reason, 'stop');
+    const used = roomy.usage!.completion_tokens;
+    const exact = await chat(used);
+    assert.equal(exact.choices[0]!.finish_reason, 'stop', `with max_completion_tokens ${used}, the tokens the value takes`);
+    assert.equal(exact.choices[0]!.message.content, roomy.choices[0]!.message.content);
+    assert.deepEqual(exact.choices[0]!.message.parsed, roomy.choices[0]!.message.parsed);
+    await assert.rejects(chat(used - 1), LengthFinishReasonError, 'one token less cuts the value');
+
+    const call = (limit: number) => client.responses.create({
+      model: 'lmsp-tiny', input: 'Add.', tools: [ADD], tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: limit, seed: 1,
+    } as Parameters<typeof client.responses.create>[0] & { seed: number, stream?: false });
+    const whole = await call(300);
+    assert.equal(whole.status, 'completed');
+    const tokens = whole.usage!.output_tokens;
+    const atLimit = await call(tokens);
+    assert.deepEqual([atLimit.status, atLimit.incomplete_details], ['completed', null], `with max_output_tokens ${tokens}`);
+    assert.equal(callsOf(atLimit)[0]?.arguments, callsOf(whole)[0]?.arguments);
+    const cut = await call(tokens - 1);
+    assert.deepEqual([cut.status, cut.incomplete_details], ['incomplete', { reason: 'max_output_tokens' }]);
   });
 });
