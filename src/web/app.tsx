@@ -16,30 +16,40 @@ import { TasksView } from './views/tasks.js';
 interface Section {
   path: string;
   label: string;
-  /** Shown only with this scope (admin has every scope). */
-  scope?: string;
+  /** Shown only with one of these scopes (admin has every scope). */
+  scopes?: string[];
+  /** A record's own page (`#/tasks/ID`) is reachable with these too. */
+  recordScopes?: string[];
 }
 
 const SECTIONS: Section[] = [
   { path: '', label: 'Overview' },
-  { path: 'tasks', label: 'Tasks', scope: 'responses' },
-  { path: 'responses', label: 'Responses', scope: 'responses' },
-  { path: 'chat', label: 'Chat completions', scope: 'responses' },
-  { path: 'models', label: 'Models', scope: 'models:read' },
-  { path: 'clients', label: 'Clients', scope: 'admin' },
+  // A models:write client reads its own pulls' tasks (linked from the Models view).
+  { path: 'tasks', label: 'Tasks', scopes: ['responses'], recordScopes: ['models:write'] },
+  { path: 'responses', label: 'Responses', scopes: ['responses'] },
+  { path: 'chat', label: 'Chat completions', scopes: ['responses'] },
+  // LMSP 15: the registry (models:read), and the pull form with the session's own pulls (models:write).
+  { path: 'models', label: 'Models', scopes: ['models:read', 'models:write'] },
+  { path: 'clients', label: 'Clients', scopes: ['admin'] },
 ];
+
+function reaches(session: Session, section: Section, record = false): boolean {
+  const scopes = section.scopes && [...section.scopes, ...(record ? section.recordScopes ?? [] : [])];
+  return !scopes || scopes.some((scope) => hasScope(session, scope));
+}
 
 /**
  * A view this session's scopes do not reach (opened by its address: the sections list leaves it
  * out): it says which scope it needs instead of showing forms the service would refuse.
  */
 function NeedsScope({ section, session }: { section: Section; session: Session }) {
+  const needed = section.scopes?.join(' or ') ?? '';
   return (
     <>
       <PageHeading>{section.label}</PageHeading>
       <Notice>
-        This view needs the <code>{section.scope}</code> scope, and this session has {session.client.scopes.join(', ')}.
-        Sign in with a pairing code for a client with that scope (<code>lmsp pair --scopes {section.scope}</code>).
+        This view needs the <code>{needed}</code> scope, and this session has {session.client.scopes.join(', ')}.
+        Sign in with a pairing code for a client with that scope (<code>lmsp pair --scopes {section.scopes?.[0]}</code>).
       </Notice>
     </>
   );
@@ -48,7 +58,7 @@ function NeedsScope({ section, session }: { section: Section; session: Session }
 function View({ route, sampler, session }: { route: string[]; sampler: MetricsSampler | null; session: Session }) {
   const [section, id] = route;
   const known = SECTIONS.find((candidate) => candidate.path === (section ?? ''));
-  if (known?.scope && !hasScope(session, known.scope)) return <NeedsScope section={known} session={session} />;
+  if (known && !reaches(session, known, id !== undefined)) return <NeedsScope section={known} session={session} />;
   switch (section ?? '') {
     case '':
       return <OverviewView sampler={sampler} />;
@@ -132,7 +142,7 @@ export function App() {
       </header>
       <nav class="sections" aria-label="Sections">
         <ul>
-          {SECTIONS.filter((section) => !section.scope || hasScope(session, section.scope)).map((section) => (
+          {SECTIONS.filter((section) => reaches(session, section)).map((section) => (
             <li key={section.path}>
               <a href={href(...(section.path ? [section.path] : []))} aria-current={current === section.path ? 'page' : undefined}>{section.label}</a>
             </li>

@@ -117,7 +117,9 @@ function PullForm({ available, onPulled }: { available: boolean; onPulled: () =>
 
 export function ModelsView() {
   const { session } = useApp();
-  const models = usePoll(() => request<List<Model>>(session, 'GET', 'v1/models'), REFRESH_MS * 2, []);
+  // A models:write token without models:read pulls models but does not read the registry.
+  const canRead = hasScope(session, 'models:read');
+  const models = usePoll(() => (canRead ? request<List<Model>>(session, 'GET', 'v1/models') : Promise.resolve(null)), REFRESH_MS * 2, []);
   const service = usePoll(() => request<Service>(null, 'GET', 'v1/service'), null, []);
   const canWrite = hasScope(session, 'models:write');
   // A models:write token reads its own pulls (and only them) through /v1/tasks, as a responses one does.
@@ -159,6 +161,7 @@ export function ModelsView() {
       )}
       {canWrite && service.data && <PullForm available={service.data.capabilities.model_pull !== false} onPulled={pulls.refresh} />}
       {!canWrite && <p class="help">Pulling and registering models needs the <code>models:write</code> scope.</p>}
+      {!canRead && <p class="help">The list of registered models needs the <code>models:read</code> scope; this session sees its own pulls.</p>}
       {pullTasks.length > 0 && (
         <section class="panel" aria-labelledby="pulls">
           <h2 id="pulls">Pulls</h2>
