@@ -109,7 +109,7 @@ describe('long text on the dashboard (LMSP 15)', { skip: NO_BROWSER ?? false }, 
       assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'long.gguf', id } })).status, 201);
       const page = await browser.newPage();
       await page.setViewportSize({ width: 1280, height: 800 });
-      await signIn(page, service, ['models:read'], 'models viewer');
+      await signIn(page, service, ['models:read', 'models:write'], 'models viewer');
       await page.goto(`${service.url}/#/models`);
       await page.getByRole('cell', { name: id }).waitFor();
       const region = page.getByRole('region', { name: 'Registered models' });
@@ -117,5 +117,14 @@ describe('long text on the dashboard (LMSP 15)', { skip: NO_BROWSER ?? false }, 
       await screenshot(page, 'models-long-id');
       assert.ok(width.scroll <= width.client + 1, `the table fits its region: ${JSON.stringify(width)}`);
       assert.deepEqual(await axeViolations(page), [], 'accessibility violations on the models');
+
+      // On a phone the table scrolls sideways inside its region; ids and paths keep a readable
+      // width rather than breaking a few letters a line.
+      await page.setViewportSize({ width: 390, height: 844 });
+      const narrow = await page.locator('.model-id').first().evaluate((element) => element.getBoundingClientRect().width);
+      assert.ok(narrow >= 120, `the model id is ${narrow} px wide at 390 px`);
+      const path = await page.locator('td .path').first().evaluate((element) => element.getBoundingClientRect().width);
+      assert.ok(path >= 120, `the path is ${path} px wide at 390 px`);
+      await fitsPhone(page, 'the models', 'models-390');
     })));
 });
