@@ -254,8 +254,8 @@ export const pairingCodeBody = {
   type: 'object',
   properties: {
     name: { type: ['string', 'null'], maxLength: MAX_CLIENT_NAME_LENGTH },
-    scopes: { type: 'array', items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
-    ttl_seconds: { type: 'integer', minimum: 1, maximum: MAX_PAIRING_TTL_SECONDS },
+    scopes: { type: ['array', 'null'], items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
+    ttl_seconds: { type: ['integer', 'null'], minimum: 1, maximum: MAX_PAIRING_TTL_SECONDS },
   },
 } as const;
 

@@ -51,6 +51,13 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     }
     assert.ok(bodies.every((body) => body.code === 'invalid_pairing_code'));
     assert.equal(new Set(bodies.map((body) => body.message)).size, 1, 'the three failures are indistinguishable');
+
+    // null is absent, as for the optional fields of every other body: the defaults.
+    const nulls = await api(service, '/v1/pairing-codes', { method: 'POST', json: { name: null, scopes: null, ttl_seconds: null } });
+    assert.equal(nulls.status, 201, await nulls.clone().text());
+    const defaults = (await nulls.json()) as { scopes: string[]; expires_at: number; name: string | null };
+    assert.deepEqual([defaults.scopes, defaults.name], [['responses', 'models:read'], null]);
+    assert.ok(Math.abs(defaults.expires_at - (Date.now() / 1000 + 600)) < 30, `expires in 10 minutes: ${defaults.expires_at}`);
   }));
 
   test('failed pairing attempts are limited to 5 a minute per address, then 429 with Retry-After', { timeout: 60_000 }, () => withService({}, async (service) => {

@@ -55,6 +55,11 @@ describe('lmsp pair --scopes (LMSP sections 4 and 12)', () => {
       const longest = await runCli(['pair', '--name', 'n'.repeat(200), '--data-dir', dataDir]);
       assert.equal(longest.code, 0, longest.stderr);
       assert.equal(printedPairCommand(longest.stdout).body.client_name, 'n'.repeat(200));
+      // --json names the code too, as the API's answer does.
+      const json = await runCli(['pair', '--name', 'phone', '--json', '--data-dir', dataDir]);
+      assert.equal(json.code, 0, json.stderr);
+      assert.deepEqual(Object.keys(JSON.parse(json.stdout) as object), ['code', 'name', 'expires_at', 'scopes']);
+      assert.equal((JSON.parse(json.stdout) as { name: string }).name, 'phone');
     }));
 
   test('the printed curl command pairs a client named by --name, at the address the service has', { timeout: 60_000 }, async () => {

@@ -45,7 +45,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
       if (request.body === undefined) request.body = {};
     },
   }, async (request, reply) => {
-    const body = request.body as { name?: string | null; scopes?: Scope[]; ttl_seconds?: number };
+    const body = request.body as { name?: string | null; scopes?: Scope[] | null; ttl_seconds?: number | null };
     // The answer holds the code: its stored copy is sealed with the caller's own token.
     const outcome = await issuePairingCode(core, {
       name: body.name ?? null,
