@@ -318,7 +318,7 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
       const made = await runCli(['pair', '--name', 'offline', '--scopes', 'responses,models:read', '--ttl', '5m', '--json', '--data-dir', dataDir]);
       assert.equal(made.code, 0, made.stderr);
       const code = JSON.parse(made.stdout) as { code: string; expires_at: number; scopes: string[] };
-      assert.deepEqual(Object.keys(code).sort(), ['code', 'expires_at', 'scopes']);
+      assert.deepEqual(Object.keys(code).sort(), ['code', 'expires_at', 'name', 'scopes']);
       assert.deepEqual(code.scopes, ['responses', 'models:read']);
       const bad = await runCli(['pair', '--scopes', 'everything', '--data-dir', dataDir]);
       assert.equal(bad.code, 2);
