@@ -6,7 +6,7 @@
  * written, for constrained decoding and for reading calls back.
  */
 import {
-  JinjaTemplateChatWrapper, LlamaText, resolveChatWrapper, SpecialToken, type ChatHistoryItem, type ChatModelFunctionCall,
+  JinjaTemplateChatWrapper, LlamaText, resolveChatWrapper, SpecialToken, SpecialTokensText, type ChatHistoryItem, type ChatModelFunctionCall,
   type ChatModelFunctions, type ChatWrapper, type LlamaModel, type Token,
 } from 'node-llama-cpp';
 import type { ToolCallSyntax } from './grammar/constraint.js';
@@ -52,7 +52,12 @@ export function toHistory(messages: readonly EngineMessage[], resultsAsSent = fa
           response.push({ type: 'functionCall', name: call.name, params: parseLoosely(call.arguments),
             result: result === undefined ? undefined : resultsAsSent ? result : parseLoosely(result), startsNewChunk: index === 0 });
         });
-        history.push({ type: 'model', response });
+        // After tool results the assistant goes on in the turn that made the calls, as node-llama-cpp
+        // keeps it: a model item of its own would be joined to that turn with a blank line, which
+        // the template would write at the start of this message ("\n\n<tool_call>...").
+        const previous = history.at(-1);
+        if (previous?.type === 'model' && typeof previous.response.at(-1) === 'object') previous.response.push(...response);
+        else history.push({ type: 'model', response });
         break;
       }
       case 'tool':
@@ -139,6 +144,34 @@ function functionsOf(tools: readonly ToolDefinition[]): ChatModelFunctions | und
   }]));
 }
 
+/** A template that writes a message's content through `tojson` (Llama 3.1's tool messages: `message.content | tojson`). */
+const CONTENT_TOJSON = /content(?:'\])?\s*\|\s*tojson\b/;
+
+/**
+ * node-llama-cpp hands the template a stand-in for each message's content and puts the text in
+ * its place afterwards, so a filter the template applies to the content acts on the stand-in.
+ * For `tojson` on a tool result, as Llama 3.1's template writes it, Hugging Face and llama.cpp
+ * render the result as a JSON string; here it would arrive between the quotes unescaped
+ * (`"{"temp":20}"`, not JSON). A result the template quoted that way is escaped as tojson would.
+ */
+function quoteResultsForTojson(text: LlamaText, model: LlamaModel, messages: readonly EngineMessage[], resultsAreSent: boolean): LlamaText {
+  const template = model.fileInfo.metadata.tokenizer?.chat_template;
+  if (!resultsAreSent || typeof template !== 'string' || !CONTENT_TOJSON.test(template)) return text;
+  const results = new Set(messages.flatMap((message) => (message.role === 'tool' ? [message.content] : [])));
+  const values = text.values;
+  const quotedAt = (index: number, side: 'before' | 'after') => {
+    const value = values[index];
+    return value instanceof SpecialTokensText && (side === 'before' ? value.value.endsWith('"') : value.value.startsWith('"'));
+  };
+  let changed = false;
+  const quoted = values.map((value, index) => {
+    if (typeof value !== 'string' || !results.has(value) || !quotedAt(index - 1, 'before') || !quotedAt(index + 1, 'after')) return value;
+    changed = true;
+    return JSON.stringify(value).slice(1, -1);
+  });
+  return changed ? LlamaText(quoted) : text;
+}
+
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {
   if (hasChatTemplate(model)) {
     const wrapper = chatWrapperFor(model);
@@ -148,7 +181,8 @@ export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage
       const tokens = LlamaText(trigger).tokenize(model.tokenizer, 'trimLeadingSpace');
       if (tokens.length === 1) stopTokens.add(tokens[0]!);
     }
-    const tokens = state.contextText.tokenize(model.tokenizer);
+    const contextText = quoteResultsForTojson(state.contextText, model, messages, resultsAsSent.has(wrapper));
+    const tokens = contextText.tokenize(model.tokenizer);
     // As llama.cpp does: one BOS when the model asks for it and the template wrote none.
     const bos = model.tokens.bos;
     if (model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos) tokens.unshift(bos);

@@ -11,7 +11,7 @@ import {
 import type { EngineMessage, ToolDefinition } from '../../src/engine/types.js';
 import { makeDataDir } from '../helpers/data-dir.js';
 import { withEngine } from '../helpers/engine.js';
-import { CHATML_CONTROL_TOKENS, CHATML_TEMPLATE, CHATML_TOOLS_TEMPLATE } from '../helpers/templates.js';
+import { CHATML_CONTROL_TOKENS, CHATML_TEMPLATE, CHATML_TOOLS_TEMPLATE, LLAMA31_CONTROL_TOKENS, LLAMA31_TEMPLATE } from '../helpers/templates.js';
 
 const IM_START = SYNTHETIC_VOCABULARY_SIZE;
 const IM_END = SYNTHETIC_VOCABULARY_SIZE + 1;
@@ -53,6 +53,9 @@ describe('chat templates (LMSP 6.2)', () => {
       writeGgufFile(path, buildSyntheticModel({ ...LMSP_TINY, name, chatTemplate, controlTokens: CHATML_CONTROL_TOKENS, addBosToken: false, addSpacePrefix: false }));
       models.set(name, await llama.loadModel({ modelPath: path, vocabOnly: true }));
     }
+    const llama31 = join(dir, 'llama31.gguf');
+    writeGgufFile(llama31, buildSyntheticModel({ ...LMSP_TINY, name: 'llama31', chatTemplate: LLAMA31_TEMPLATE, controlTokens: LLAMA31_CONTROL_TOKENS, addSpacePrefix: false }));
+    models.set('llama31', await llama.loadModel({ modelPath: llama31, vocabOnly: true }));
     const tiny = join(dir, 'tiny.gguf');
     writeGgufFile(tiny, buildSyntheticModel(LMSP_TINY));
     models.set('tiny', await llama.loadModel({ modelPath: tiny, vocabOnly: true }));
@@ -108,6 +111,52 @@ describe('chat templates (LMSP 6.2)', () => {
       model.detokenize(plainResult.tokens, true).slice(-120));
     assert.deepEqual(prompt.toolCallSyntax, { prefix: '<tool_call>\n{"name": "', paramsPrefix: '", "arguments": ', suffix: '}\n</tool_call>', betweenCalls: '\n' },
       'the call syntax is read from the template');
+  });
+
+  test('after tool results the assistant\'s next message starts its turn as the template writes it, with no blank line before it', () => {
+    const model = models.get('chatml-tools')!;
+    const call = (id: string, city: string) => ({ role: 'assistant' as const, content: '', toolCalls: [{ id, name: 'get_weather', arguments: JSON.stringify({ city }) }] });
+    const result = (id: string, content: string) => ({ role: 'tool' as const, toolCallId: id, content });
+    const tail = (messages: EngineMessage[]) => {
+      const text = model.detokenize(renderPrompt(model, messages, [WEATHER]).tokens, true);
+      return text.slice(text.indexOf('<|im_start|>user\nWeather'));
+    };
+    // A second round of calls after the first one's results.
+    assert.equal(tail([{ role: 'user', content: 'Weather in Paris?' }, call('call_1', 'Paris'), result('call_1', '{"temp":20}'),
+      call('call_2', 'Rome'), result('call_2', '{"temp":25}')]), [
+      '<|im_start|>user\nWeather in Paris?<|im_end|>\n',
+      '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n',
+      '<|im_start|>user\n<tool_response>\n{"temp":20}\n</tool_response><|im_end|>\n',
+      '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call><|im_end|>\n',
+      '<|im_start|>user\n<tool_response>\n{"temp":25}\n</tool_response><|im_end|>\n',
+      '<|im_start|>assistant\n',
+    ].join(''));
+    // A text answer after the results, then the user again.
+    assert.equal(tail([{ role: 'user', content: 'Weather in Paris?' }, call('call_1', 'Paris'), result('call_1', '{"temp":20}'),
+      { role: 'assistant', content: 'It is 20.' }, { role: 'user', content: 'Thanks' }]), [
+      '<|im_start|>user\nWeather in Paris?<|im_end|>\n',
+      '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n',
+      '<|im_start|>user\n<tool_response>\n{"temp":20}\n</tool_response><|im_end|>\n',
+      '<|im_start|>assistant\nIt is 20.<|im_end|>\n',
+      '<|im_start|>user\nThanks<|im_end|>\n',
+      '<|im_start|>assistant\n',
+    ].join(''));
+  });
+
+  test("a template that writes tool results through tojson (Llama 3.1's) gets each as a JSON string, as Hugging Face renders it", () => {
+    const model = models.get('llama31')!;
+    const ipython = (content: string) => {
+      const text = model.detokenize(renderPrompt(model, [...TOOL_CONVERSATION.slice(0, 3), { role: 'tool', toolCallId: 'call_1', content }], [WEATHER]).tokens, true);
+      const start = text.indexOf('<|start_header_id|>ipython<|end_header_id|>\n\n');
+      assert.ok(start >= 0, text);
+      return text.slice(start).split('<|eot_id|>')[0]!.slice('<|start_header_id|>ipython<|end_header_id|>\n\n'.length);
+    };
+    assert.equal(ipython('{"temp":20}'), '"{\\"temp\\":20}"');
+    assert.equal(ipython('Sunny, 20 "degrees"\nand dry'), '"Sunny, 20 \\"degrees\\"\\nand dry"');
+    // The call itself, and the rest of the turn, as the template writes them.
+    const text = model.detokenize(renderPrompt(model, TOOL_CONVERSATION, [WEATHER]).tokens, true);
+    assert.ok(text.includes('<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "get_weather", "parameters": {"city": "Paris"}}<|eot_id|>'), text);
+    assert.ok(text.endsWith('<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'), text.slice(-80));
   });
 
   test('a template without tools gets them documented in its system message, in the call syntax it is told', () => {
