@@ -238,6 +238,9 @@ export interface CreateResponseBody {
   /** OpenAI's extra output to include: checked, and none of it is produced but logprobs, which are refused. */
   include?: string[] | null;
   top_logprobs?: number | null;
+  /** OpenAI's conversations and stored prompts: not supported, refused unless null. */
+  conversation?: unknown;
+  prompt?: unknown;
 }
 
 export type TextFormatParam =

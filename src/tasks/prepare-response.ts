@@ -92,6 +92,13 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const logprobsAt = body.include?.indexOf('message.output_text.logprobs') ?? -1;
   if (logprobsAt >= 0) throw invalidRequest(`include[${logprobsAt}]`, 'logprobs are not supported.');
   if ((body.top_logprobs ?? 0) > 0) throw invalidRequest('top_logprobs', 'logprobs are not supported: top_logprobs can only be 0.');
+  // Both change what the model sees: ignored, they would answer without the context asked for.
+  if (body.conversation !== undefined && body.conversation !== null) {
+    throw invalidRequest('conversation', 'Conversations are not supported: continue with previous_response_id, or send the earlier messages in input.');
+  }
+  if (body.prompt !== undefined && body.prompt !== null) {
+    throw invalidRequest('prompt', 'Stored prompts are not supported: send the instructions and input themselves.');
+  }
 
   const textFormat = textFormatOf(body);
   const tooling = toolingOf(body);

@@ -90,6 +90,10 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
       400, 'invalid_request', 'include[1]');
     await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', top_logprobs: 3 })), 400, 'invalid_request', 'top_logprobs');
     await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', top_logprobs: 21 })), 400, 'invalid_request', 'top_logprobs');
+    // OpenAI's conversations and stored prompts would change what the model sees: refused, not ignored.
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', conversation: 'conv_abc' })), 400, 'invalid_request', 'conversation');
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', conversation: { id: 'conv_abc' } })), 400, 'invalid_request', 'conversation');
+    await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', prompt: { id: 'pmpt_1' } })), 400, 'invalid_request', 'prompt');
     const tools = [{ type: 'function', name: 'f' }, { type: 'function', name: 'f' }];
     const twice = await expectError(await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', tools })), 400, 'invalid_request', 'tools[1].name');
     assert.equal(twice.error.message, 'The tool name "f" is used by more than one tool; names must be unique.');
@@ -111,7 +115,7 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     const identity = await post('{"model": "lmsp-tiny", "input": "x", "max_output_tokens": 1}', { 'content-type': 'application/json', 'content-encoding': 'identity' });
     assert.equal(identity.status, 200, 'the identity coding is no coding');
     // What lmsp has nothing to add for (reasoning, tool results it has no tools for) is accepted, as is top_logprobs 0.
-    const harmless = await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 1, include: ['reasoning.encrypted_content'], top_logprobs: 0 }));
+    const harmless = await post(JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 1, include: ['reasoning.encrypted_content'], top_logprobs: 0, conversation: null, prompt: null }));
     assert.equal(harmless.status, 200, await harmless.clone().text());
   }));
 
