@@ -141,7 +141,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     log: (level, message) => log[level](message),
     onModelLoad: (model, result) => metrics.observeModelLoad(model, result),
   });
-  const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir) };
+  const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir), stopping: false };
   const workerLog: SchedulerLog = {
     info: (message, fields) => log.info(fields ?? {}, message),
     warn: (message, fields) => log.warn(fields ?? {}, message),
@@ -210,6 +210,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     store,
     close: () => {
       closing ??= (async () => {
+        core.stopping = true;
         await app.close();
         await scheduler.stop();
         await pulls.stop();

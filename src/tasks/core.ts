@@ -19,6 +19,11 @@ export interface TaskCore {
   bus: TaskEventBus;
   /** The data directory's key for pairing codes (auth/pairing-key.ts). */
   pairingKey: Buffer;
+  /**
+   * Set once the service begins to stop: the connections it then closes are not clients that
+   * left, and their tasks stay as they are on disk for their restart policies, as after a crash.
+   */
+  stopping: boolean;
 }
 
 /** The state machine with every kind of task this build serves. */

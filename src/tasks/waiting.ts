@@ -17,7 +17,11 @@ export function waitForFinish(core: Pick<TaskCore, 'store' | 'bus'>, taskId: str
   });
 }
 
-/** Cancels a task whose client went away, as a cancel request would; a finished task stays as it is. */
-export async function cancelForDisconnect(core: Pick<TaskCore, 'store' | 'machine'>, taskId: string): Promise<void> {
+/**
+ * Cancels a task whose client went away, as a cancel request would; a finished task stays as it
+ * is. A connection the stopping service closed is no client leaving: nothing is recorded.
+ */
+export async function cancelForDisconnect(core: Pick<TaskCore, 'store' | 'machine' | 'stopping'>, taskId: string): Promise<void> {
+  if (core.stopping) return;
   await core.store.db.write((context) => core.machine.cancel(context, taskId)).catch(() => undefined);
 }

@@ -10,6 +10,7 @@ import { describe, test } from 'node:test';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../src/api/types.js';
 import type { RestartPolicy } from '../../src/domain/tasks.js';
 import { api, waitFor, withService, type TestService } from '../helpers/service.js';
+import { readSse } from '../helpers/sse.js';
 
 const POLICIES: RestartPolicy[] = ['fail', 'retry', 'resume'];
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed', 'response.cancelled']);
@@ -252,5 +253,43 @@ describe('recovery at startup after SIGKILL (LMSP 11.2, 11.3, 7.5)', () => {
       assert.equal(task.status, 'failed');
       assert.equal(task.error?.code, 'server_restarted');
       await assertLogIntact(service, response.task.id);
+    }));
+
+  test('a stop (SIGTERM) is no disconnect: a streaming and a plain create are left to their policies, as after a crash', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '30' } }, async (service) => {
+      const post = (body: object) => api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', seed: 5, ...body } });
+      const streamed = await post({ input: 'streamed', stream: true, on_restart: 'resume', max_output_tokens: 120 });
+      assert.equal(streamed.status, 200);
+      // The stream is read to its end (leaving it would be a disconnect); its first delta says the task runs.
+      let responseId = '';
+      let running: () => void = () => {};
+      const firstDelta = new Promise<void>((resolve) => (running = resolve));
+      const reading = (async () => {
+        for await (const frame of readSse(streamed)) {
+          responseId ||= (JSON.parse(frame.data) as { response?: { id: string } }).response?.id ?? '';
+          if (frame.event === 'response.output_text.delta') running();
+        }
+      })().catch(() => undefined);
+      await firstDelta;
+      assert.match(responseId, /^resp_/);
+      // A plain create waits behind it (one slot), then the service is stopped.
+      const plain = post({ input: 'plain', on_restart: 'retry', max_output_tokens: 5, metadata: { which: 'plain' } }).catch(() => null);
+      const streamTask = (await service.client.getResponse(responseId)).task.id;
+      const plainTask = await waitFor(async () => (await service.client.listTasks({ limit: 10 })).data.find((task) => task.id !== streamTask)?.id, { what: 'the plain create' });
+      await service.stop();
+      assert.equal(await plain, null, 'the plain request ended with the service');
+      await reading;
+      for (const taskId of [streamTask, plainTask]) {
+        const types = typesOnDisk(service.dataDir, taskId);
+        assert.ok(!types.includes('response.cancelling') && !types.includes('response.cancelled'), `${taskId} was not cancelled by the stop: ${types.join(', ')}`);
+      }
+      const again = await service.restart();
+      for (const taskId of [streamTask, plainTask]) {
+        const task = await finalTask(again, taskId);
+        assert.equal(task.status, 'completed', `${taskId} ran to its end after the restart`);
+        const log = await assertLogIntact(again, taskId);
+        assert.ok(!log.some((event) => event.type === 'response.cancelled'), `${taskId}: ${log.map((event) => event.type).join(', ')}`);
+      }
+      assert.ok((await events(again, streamTask)).some((event) => event.type === 'response.resumed'), 'the streamed one resumed');
     }));
 });

@@ -24,7 +24,7 @@ export async function buildTestApp(dataDir: string, env: Record<string, string> 
   ensureOperatorToken(store, dataDir);
   const engine = new RunnerPool({ slots: 1, maxLoadedModels: 1, keepAliveMs: 1000, settings: { gpu: 'cpu', threads: 1, stateDir: join(dataDir, 'state'), tokenDelayMs: 0 }, debug: config.debug });
   const silentLog = { info: () => {}, warn: () => {}, error: () => {} };
-  const core = { store, machine: newTaskMachine(store), registry, engine, bus, pairingKey: loadPairingKey(dataDir) };
+  const core = { store, machine: newTaskMachine(store), registry, engine, bus, pairingKey: loadPairingKey(dataDir), stopping: false };
   const scheduler = new Scheduler(core, { parallel: 1, maxRestarts: config.maxRestarts, log: silentLog });
   const app = await buildApp({
     config, serviceId: store.db.transaction(() => store.config.ensureServiceId()), core, scheduler,
