@@ -18,6 +18,8 @@ import type { TaskMachine } from '../tasks/task-machine.js';
 
 export const EXIT_USAGE = 2;
 export const EXIT_NOT_RUNNING = 3;
+/** A command stopped by Ctrl-C, as a shell reports one stopped by SIGINT. */
+export const EXIT_INTERRUPTED = 130;
 
 /** The `code` of a failure of the command itself, as `--json` prints it, by exit code. */
 const CLI_ERROR_CODES: Readonly<Record<number, string>> = { [EXIT_USAGE]: 'invalid_usage', [EXIT_NOT_RUNNING]: 'service_not_running' };

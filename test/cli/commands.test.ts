@@ -163,6 +163,21 @@ describe('lmsp tasks events --json refused half-way', () => {
     }));
 });
 
+describe('lmsp tasks events --follow --json stopped by Ctrl-C', () => {
+  test('closes the list, so stdout stays one JSON document, and exits 130', { timeout: 90_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
+      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 3000 });
+      const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
+      await waitFor(() => cli.stdout().split('\n').length > 5, { what: 'some followed events' });
+      cli.child.kill('SIGINT');
+      assert.equal(await cli.closed, 130, cli.stderr());
+      const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }> };
+      assert.equal(list.object, 'list');
+      assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
+      assert.equal((await service.client.getTask(created.body.task.id)).status, 'running', 'following is not cancelling');
+    }));
+});
+
 describe('lmsp tasks events --follow across a crash', () => {
   test('reconnects after the service restarts and prints every event once, in order', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {

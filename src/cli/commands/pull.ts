@@ -13,16 +13,13 @@ import { toModelObject, toTaskObject } from '../../api/views.js';
 import { ensureOperatorToken } from '../../auth/clients.js';
 import { parseExpectedDigest, pullSettingsFromEnvironment } from '../../models/pull-source.js';
 import { createPull, PULL_CANCELLED, runPull } from '../../tasks/pulls.js';
-import { action, CliError, dataDirOf, EXIT_USAGE, lockDataDirForThisProcess, openOffline, operatorClient, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, dataDirOf, EXIT_INTERRUPTED, EXIT_USAGE, lockDataDirForThisProcess, openOffline, operatorClient, printJson, serviceClient, withCommonOptions, type CommonOptions } from '../context.js';
 import { followTask } from '../follow.js';
 
 interface PullOptions extends CommonOptions {
   id?: string;
   digest?: string;
 }
-
-/** Exit status of a pull cancelled by Ctrl-C, as a shell reports a command stopped by SIGINT. */
-const EXIT_CANCELLED = 130;
 
 function formatBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
@@ -92,7 +89,7 @@ function report(model: ModelObject, json: boolean | undefined): void {
 function outcomeOf(task: TaskObject, model: ModelObject | null, cancelledHere: boolean): ModelObject {
   if (task.status === 'completed' && model) return model;
   if (task.status === 'cancelled') {
-    if (cancelledHere) throw new CliError(`the pull ${task.id} was cancelled`, EXIT_CANCELLED, 'task_cancelled');
+    if (cancelledHere) throw new CliError(`the pull ${task.id} was cancelled`, EXIT_INTERRUPTED, 'task_cancelled');
     throw new CliError(`the pull ${task.id} was cancelled before it finished`, 1, 'task_cancelled');
   }
   const code = task.error?.code ?? 'task_failed';
@@ -106,7 +103,7 @@ function outcomeOf(task: TaskObject, model: ModelObject | null, cancelledHere: b
 function onInterrupt(cancel: () => Promise<void>): { interrupted: () => boolean; stop: () => void } {
   let interrupted = false;
   const listener = () => {
-    if (interrupted) process.exit(EXIT_CANCELLED);
+    if (interrupted) process.exit(EXIT_INTERRUPTED);
     interrupted = true;
     process.stderr.write('\ncancelling the pull (Ctrl-C again to leave at once)\n');
     cancel().catch((error: unknown) => process.stderr.write(`lmsp: cannot cancel: ${String(error)}\n`));

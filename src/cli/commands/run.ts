@@ -4,7 +4,7 @@ import { TERMINAL_EVENTS } from '../../api/events.js';
 import type { CreateResponseBody, ResponseObject, TaskEvent } from '../../api/types.js';
 import { isFinal, RESTART_POLICIES, type RestartPolicy } from '../../domain/tasks.js';
 import type { LmspClient } from '../../api/client.js';
-import { action, CliError, EXIT_USAGE, isConnectionFailure, numberOption, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_INTERRUPTED, EXIT_USAGE, isConnectionFailure, numberOption, operatorClient, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 import { connectionLost } from '../follow.js';
 
 interface RunOptions extends CommonOptions {
@@ -110,7 +110,7 @@ export function registerRun(program: Command): void {
       if (final?.status === 'failed') {
         throw new CliError(`the response failed: ${final.error?.code}: ${final.error?.message}`, 1, final.error?.code ?? 'task_failed');
       }
-      if (cancelling) process.exitCode = 130;
+      if (cancelling) process.exitCode = EXIT_INTERRUPTED;
       // Cancelled by someone else (`lmsp tasks cancel`, the dashboard): the text is not whole.
       else if (final?.status === 'cancelled') throw new CliError(`the response ${final.id} was cancelled before it finished`, 1, 'task_cancelled');
     }));

@@ -5,7 +5,7 @@ import type { LmspClient } from '../../api/client.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { TASK_STATUSES, type TaskStatus } from '../../domain/tasks.js';
 import {
-  action, beginJsonDocument, CliError, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
+  action, beginJsonDocument, CliError, EXIT_INTERRUPTED, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
 } from '../context.js';
 
 /** One line per event, for people. */
@@ -106,9 +106,13 @@ export function registerTasks(program: Command): void {
         process.stdout.write(`${printed === 0 ? '{"object":"list","data":[\n' : ',\n'}${JSON.stringify(event)}`);
         printed += 1;
       };
+      const closing = () => `${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":false}\n`;
       const close = () => {
-        if (options.json) process.stdout.write(`${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":false}\n`);
+        if (options.json) process.stdout.write(closing());
       };
+      // Ctrl-C while following ends the list too: stdout stays one JSON document (exit 130, as a
+      // shell reports a command stopped by SIGINT).
+      if (options.json && options.follow) process.once('SIGINT', () => process.stdout.write(closing(), () => process.exit(EXIT_INTERRUPTED)));
       // A failure after the list began closes it first, so that stdout stays one JSON document.
       try {
         if (!options.follow) {
