@@ -78,11 +78,20 @@ export function registerRun(program: Command): void {
       const showStats = options.stats !== false && !options.json && process.stderr.isTTY;
       let firstTokenAt = 0;
       let final: ResponseObject | null = null;
+      // The loading status is erased from the terminal's line before anything else is written there.
+      let statusShown = false;
+      const clearStatus = () => {
+        if (statusShown) process.stderr.write('\r\x1b[2K');
+        statusShown = false;
+      };
       try {
         for await (const event of client.streamResponse(body, { signal: controller.signal }) as AsyncGenerator<TaskEvent>) {
           if (event.type === 'response.created') responseId = (event.response as ResponseObject).id;
-          else if (event.type === 'response.loading' && showStats) process.stderr.write(`loading ${model}…\r`);
-          else if (event.type === 'response.output_text.delta') {
+          if (event.type === 'response.loading' && showStats) {
+            process.stderr.write(`loading ${model}…`);
+            statusShown = true;
+          } else clearStatus();
+          if (event.type === 'response.output_text.delta') {
             if (!firstTokenAt) firstTokenAt = performance.now();
             if (!options.json) process.stdout.write(String(event.delta));
           } else if (event.response && TERMINAL_EVENTS.has(event.type)) {
@@ -90,6 +99,7 @@ export function registerRun(program: Command): void {
           }
         }
       } catch (error) {
+        clearStatus();
         // The service went away mid-stream (stopped, or killed): say which response, which its
         // restart policy now decides about (LMSP 7.5), rather than a bare network error.
         if (!cancelling && responseId && isConnectionFailure(error)) throw connectionLost(responseId, 'the response');

@@ -128,6 +128,8 @@ export function registerTop(program: Command): void {
     }));
 }
 
+const DEFAULT_COLUMNS = 120;
+
 /** Redraws on the terminal's alternate screen until q or Ctrl-C. */
 async function runLive(client: LmspClient, service: ServiceObject, intervalMs: number): Promise<void> {
   const out = process.stdout;
@@ -151,7 +153,8 @@ async function runLive(client: LmspClient, service: ServiceObject, intervalMs: n
     try {
       const view = await frame(client, service, previous);
       previous = view.figures;
-      out.write(`\x1b[H\x1b[2J${renderFrame(view, out.columns ?? 120)}\n\nq quits`);
+      // A terminal that reports no size (0 columns: a pty nobody sized) gets the usual width.
+      out.write(`\x1b[H\x1b[2J${renderFrame(view, out.columns || DEFAULT_COLUMNS)}\n\nq quits`);
     } catch (error) {
       out.write(`\x1b[H\x1b[2Jcannot read the service: ${(error as Error).message}\n\nq quits`);
     }

@@ -1,0 +1,45 @@
+/**
+ * The CLI on a terminal (LMSP 12): run through `script`, which gives the command a pseudo-terminal
+ * that nobody sized (0 columns, as in some containers and CI runners). `lmsp run` erases its
+ * loading status before the text; `lmsp top` draws whole frames.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { describe, test } from 'node:test';
+import { LMSP_BIN, withService } from '../helpers/service.js';
+
+/** Runs the CLI with a pseudo-terminal for its standard streams; `keys` are typed after `typeAfterMs`. */
+function onTerminal(args: string[], keys = '', typeAfterMs = 0): Promise<{ code: number | null; output: string }> {
+  const command = [process.execPath, LMSP_BIN, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ');
+  const child = spawn('script', ['-qec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  if (keys) setTimeout(() => child.stdin.write(keys), typeAfterMs);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  return new Promise((resolve) => child.on('close', (code) => {
+    clearTimeout(timer);
+    resolve({ code, output });
+  }));
+}
+
+describe('the CLI on a terminal (LMSP 12)', () => {
+  test('lmsp run erases its loading status before the text comes, so the two never mix on the line', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const run = await onTerminal(['run', 'lmsp-tiny', 'hi', '--max-tokens', '4', '--seed', '1', '--data-dir', service.dataDir]);
+      assert.equal(run.code, 0, run.output);
+      // The status, then the line erased (carriage return, erase line), then the text.
+      const erased = 'loading lmsp-tiny…\r\u001b[2K';
+      const at = run.output.indexOf(erased);
+      assert.ok(at >= 0, JSON.stringify(run.output));
+      assert.match(run.output.slice(at + erased.length), /^[^\r]+\r\n\[incomplete: /);
+    }));
+
+  test('lmsp top draws whole frames on a terminal that reports no width, and q quits', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const top = await onTerminal(['top', '--data-dir', service.dataDir], 'q', 3000);
+      assert.equal(top.code, 0, top.output);
+      assert.match(top.output, /queued 0 {3}running 0/);
+      assert.match(top.output, /no unfinished tasks/);
+    }));
+});
