@@ -4,6 +4,8 @@
  * operator removed stays removed.
  */
 import assert from 'node:assert/strict';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ModelObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
@@ -29,6 +31,28 @@ describe('lmsp models without a running service', () => {
         const served = await service.client.listModels();
         assert.deepEqual(served.map((model) => [model.id, model.digest]), offline.map((model) => [model.id, model.digest]));
       });
+    }));
+
+  test('a file that no longer matches: verify exits 1 saying why on stderr; --json prints the model with its status', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      assert.equal((await runCli(['pair', '--data-dir', dataDir])).code, 0);
+      assert.deepEqual((await listed(dataDir)).map((model) => model.status), ['ready']);
+      const path = join(dataDir, 'models', 'lmsp-tiny.gguf');
+      const bytes = readFileSync(path);
+      bytes[bytes.length - 1] ^= 0xff;
+      writeFileSync(path, bytes);
+      const plain = await runCli(['models', 'verify', 'lmsp-tiny', '--data-dir', dataDir]);
+      assert.equal(plain.code, 1);
+      assert.equal(plain.stdout, 'lmsp-tiny: digest_mismatch\n');
+      assert.match(plain.stderr, /^lmsp: model lmsp-tiny: its file no longer has the digest it was registered with \(sha256:[0-9a-f]{64}\)\n$/);
+      const json = await runCli(['models', 'verify', 'lmsp-tiny', '--json', '--data-dir', dataDir]);
+      assert.equal(json.code, 1);
+      assert.equal((JSON.parse(json.stdout) as ModelObject).status, 'digest_mismatch');
+      assert.match(json.stderr, /lmsp: model lmsp-tiny: its file no longer has the digest/);
+      rmSync(path);
+      const missing = await runCli(['models', 'verify', 'lmsp-tiny', '--data-dir', dataDir]);
+      assert.equal(missing.code, 1);
+      assert.equal(missing.stderr, 'lmsp: model lmsp-tiny: its file is missing\n');
     }));
 
   test('lmsp-tiny removed offline is not registered again by the next command', { timeout: 60_000 }, () =>

@@ -149,6 +149,12 @@ export function registerModels(program: Command): void {
       }
       if (options.json) printJson(model);
       else process.stdout.write(`${model.id}: ${model.status}${model.status === 'ready' ? ` (${model.digest})` : ''}\n`);
-      if (model.status !== 'ready') process.exitCode = 1;
+      // A check that did not pass is a failure: said on stderr, exit 1. With --json the model is
+      // still the document (its status says what was found), as `lmsp run --json` prints its response.
+      if (model.status !== 'ready') {
+        const found = model.status === 'missing' ? 'its file is missing' : `its file no longer has the digest it was registered with (${model.digest})`;
+        process.stderr.write(`lmsp: model ${model.id}: ${found}\n`);
+        process.exitCode = 1;
+      }
     }));
 }
