@@ -11,7 +11,7 @@ import { ensureOperatorToken } from './auth/clients.js';
 import { loadPairingKey } from './auth/pairing-key.js';
 import { writeNewPrivateFile } from './auth/private-file.js';
 import { FailureRateLimiter } from './auth/rate-limit.js';
-import type { ServiceConfig } from './config.js';
+import { describeConfig, type ServiceConfig } from './config.js';
 import { affinityForThisMachine } from './engine/cpu-affinity.js';
 import { chooseParallelMode, probeBackend } from './engine/parallel-mode.js';
 import { RunnerPool } from './engine/runner-pool.js';
@@ -47,6 +47,8 @@ export interface ServiceInfo {
   started_at: number;
   /** The retention in force (`7d`, `forever`): `lmsp gc` sweeps by it while this service runs (LMSP 10). */
   retention?: string;
+  /** Every setting as this service runs with it (flags included), for `lmsp config ls`. */
+  settings?: Record<string, string | number>;
 }
 
 export interface RunningService {
@@ -195,7 +197,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   const port = typeof address === 'object' && address ? address.port : config.port;
   const displayHost = config.host.includes(':') ? `[${config.host}]` : config.host;
   const info: ServiceInfo = { url: `http://${displayHost}:${port}`, pid: process.pid, id: serviceId, version: SOFTWARE_VERSION, started_at: Math.floor(Date.now() / 1000),
-    retention: formatDuration(config.retentionMs) };
+    retention: formatDuration(config.retentionMs), settings: { ...describeConfig(config), port } };
   const serviceFile = join(config.dataDir, SERVICE_FILE);
   // Made new, then renamed into place.
   writeNewPrivateFile(`${serviceFile}.tmp`, `${JSON.stringify(info)}\n`);

@@ -61,6 +61,25 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     });
   }));
 
+  test('while a service runs, config ls and get also show what it runs with, flags included', { timeout: 60_000 }, () =>
+    withService({ args: ['--parallel', '2', '--name', 'flagged'] }, async (service) => {
+      const port = Number(new URL(service.url).port);
+      const get = await runCli(['config', 'get', 'parallel', '--data-dir', service.dataDir]);
+      assert.equal(get.code, 0, get.stderr);
+      assert.equal(get.stdout, '1 (default); the running service uses 2\n');
+      const ls = await runCli(['config', 'ls', '--json', '--data-dir', service.dataDir]);
+      const rows = JSON.parse(ls.stdout) as Array<{ setting: string; value: unknown; source: string; running: unknown }>;
+      const row = (setting: string) => rows.find((candidate) => candidate.setting === setting);
+      assert.deepEqual(row('port'), { setting: 'port', value: 5677, source: 'default', running: port });
+      assert.deepEqual(row('name')?.running, 'flagged');
+      assert.ok(rows.every((candidate) => candidate.running !== undefined), 'every setting has its running value');
+      const table = await runCli(['config', 'ls', '--data-dir', service.dataDir]);
+      assert.match(table.stdout, /^SETTING\s+VALUE\s+SOURCE\s+RUNNING\n/);
+      await service.stop();
+      const stopped = await runCli(['config', 'get', 'parallel', '--json', '--data-dir', service.dataDir]);
+      assert.deepEqual(JSON.parse(stopped.stdout), { setting: 'parallel', value: 1, source: 'default' });
+    }));
+
   test('before the first start, config ls shows the defaults and config get stores nothing, creating nothing', { timeout: 30_000 }, () => withDataDir(async (parent) => {
     const dataDir = join(parent, 'never-started');
     const listed = await runCli(['config', 'ls', '--json', '--data-dir', dataDir], { env: { LMSP_NAME: 'from-env' } });

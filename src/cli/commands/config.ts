@@ -4,7 +4,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeConfig, findOption, OPTIONS, resolveConfig, STORED_CONFIG_PREFIX, type OptionDefinition } from '../../config.js';
 import { DATABASE_FILE } from '../../store/index.js';
-import { action, CliError, dataDirOf, EXIT_USAGE, openStore, printJson, storedSettings, table, withCommonOptions, type CommonOptions, type StoredSettings } from '../context.js';
+import {
+  action, CliError, dataDirOf, EXIT_USAGE, openStore, printJson, runningService, storedSettings, table, withCommonOptions, type CommonOptions, type StoredSettings,
+} from '../context.js';
 
 function optionNamed(name: string): OptionDefinition {
   const option = findOption(name);
@@ -28,15 +30,22 @@ type SettingRow = {
   value: unknown;
   /** Where the value comes from: its `LMSP_*` variable, `stored` or `default`. */
   source: string;
+  /** The value the running service uses, flags included; only while one runs. */
+  running?: unknown;
 };
 
-/** The effective value of each setting and where it comes from (flags aside: this command has none). */
-function settingRows(options: CommonOptions, stored: StoredSettings = readStoredSettings(options)): SettingRow[] {
+/**
+ * The effective value of each setting for a service started here without flags, where it comes
+ * from, and, while a service runs, the value it runs with (it may have been given flags).
+ */
+async function settingRows(options: CommonOptions, stored: StoredSettings = readStoredSettings(options)): Promise<SettingRow[]> {
   const effective = describeConfig(resolveConfig({ flags: {}, dataDirFlag: options.dataDir, stored }));
+  const running = (await runningService(options))?.settings;
   return OPTIONS.map((option) => {
     const name = option.flag.slice(2);
+    const key = name.replace(/-/g, '_');
     const source = process.env[option.env] ? option.env : stored[option.key] !== undefined ? 'stored' : 'default';
-    return { setting: name, value: effective[name.replace(/-/g, '_')] ?? option.defaultText, source };
+    return { setting: name, value: effective[key] ?? option.defaultText, source, ...(running ? { running: running[key] ?? null } : {}) };
   });
 }
 
@@ -50,22 +59,22 @@ export function registerConfig(program: Command): void {
   const config = withCommonOptions(program.command('config').description('settings stored in the data directory (used when no flag or LMSP_* variable sets them)'));
 
   withCommonOptions(config.command('ls').description('effective settings and where each comes from'))
-    .action(action((options: CommonOptions) => {
-      const rows = settingRows(options);
+    .action(action(async (options: CommonOptions) => {
+      const rows = await settingRows(options);
       if (options.json) printJson(rows);
-      else process.stdout.write(`${table(rows, ['setting', 'value', 'source'])}\n`);
+      else process.stdout.write(`${table(rows, ['setting', 'value', 'source', ...(rows[0]?.running !== undefined ? ['running'] : [])])}\n`);
     }));
 
   // As a row of `config ls`: the effective value, typed as there, and where it comes from.
   withCommonOptions(config.command('get <setting>').description('one setting: its effective value and where it comes from'))
-    .action(action((name: string, options: CommonOptions) => {
-      const row = rowOf(settingRows(options), optionNamed(name));
+    .action(action(async (name: string, options: CommonOptions) => {
+      const row = rowOf(await settingRows(options), optionNamed(name));
       if (options.json) printJson(row);
-      else process.stdout.write(`${String(row.value)} (${row.source})\n`);
+      else process.stdout.write(`${String(row.value)} (${row.source})${row.running !== undefined ? `; the running service uses ${String(row.running)}` : ''}\n`);
     }));
 
   withCommonOptions(config.command('set <setting> <value>').description('store a setting (takes effect at the next start)'))
-    .action(action((name: string, value: string, options: CommonOptions) => {
+    .action(action(async (name: string, value: string, options: CommonOptions) => {
       const option = optionNamed(name);
       try {
         option.parse(value);
@@ -75,7 +84,7 @@ export function registerConfig(program: Command): void {
       const store = openStore(options, true);
       store.db.transaction(() => store.config.set(STORED_CONFIG_PREFIX + option.key, value));
       store.db.sqlite.close();
-      const row = rowOf(settingRows(options, { ...readStoredSettings(options), [option.key]: value }), option);
+      const row = rowOf(await settingRows(options, { ...readStoredSettings(options), [option.key]: value }), option);
       if (options.json) printJson(row);
       else process.stdout.write(`${option.flag.slice(2)} = ${value} (restart the service to apply)\n`);
     }));
