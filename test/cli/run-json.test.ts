@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import type { ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
-import { LMSP_BIN, waitFor, withService } from '../helpers/service.js';
+import { api, LMSP_BIN, waitFor, withService } from '../helpers/service.js';
 
 describe('lmsp run --json (LMSP section 12: one JSON document on stdout)', () => {
   test('prints the finished response object alone, the one the service keeps', { timeout: 90_000 }, () =>
@@ -33,5 +33,23 @@ describe('lmsp run --json (LMSP section 12: one JSON document on stdout)', () =>
       assert.equal(printed.status, 'cancelled', `printed ${printed.status} (task ${printed.task.status})`);
       assert.equal(printed.task.status, 'cancelled');
       assert.ok((printed.usage?.output_tokens ?? 0) > 0, 'with the text generated before the cancel');
+    }));
+});
+
+describe('lmsp run with the prompt on standard input', () => {
+  test('without prompt words, or with -, the prompt is standard input; words win over it; an empty one is refused', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const inputOf = async (args: string[], input: string) => {
+        const ran = await runCli(['run', 'lmsp-tiny', ...args, '--background', '--max-tokens', '1', '--data-dir', service.dataDir], { input });
+        assert.equal(ran.code, 0, ran.stderr);
+        const items = await (await api(service, `/v1/responses/${ran.stdout.trim()}/input_items`)).json() as { data: Array<{ content: Array<{ text: string }> }> };
+        return items.data[0]!.content[0]!.text;
+      };
+      assert.equal(await inputOf([], 'What is a river?\nAnswer briefly.\n'), 'What is a river?\nAnswer briefly.');
+      assert.equal(await inputOf(['-'], 'from a pipe\n'), 'from a pipe');
+      assert.equal(await inputOf(['the', 'words'], 'ignored'), 'the words');
+      const empty = await runCli(['run', 'lmsp-tiny', '--data-dir', service.dataDir], { input: ' \n' });
+      assert.equal(empty.code, 2);
+      assert.match(empty.stderr, /the prompt on standard input is empty/);
     }));
 });

@@ -35,8 +35,23 @@ async function finishedResponse(client: LmspClient, responseId: string): Promise
   }
 }
 
+/**
+ * The prompt: its words, or all of standard input when they are `-` or left out and input is
+ * piped (`lmsp run MODEL < question.txt`, `echo hi | lmsp run MODEL`), as `ollama run` takes it.
+ */
+async function promptOf(words: string[]): Promise<string> {
+  const fromStdin = words.length === 0 || (words.length === 1 && words[0] === '-');
+  if (!fromStdin) return words.join(' ');
+  if (words.length === 0 && process.stdin.isTTY) throw new CliError('missing the prompt: give it as words, or on standard input', EXIT_USAGE);
+  let text = '';
+  for await (const chunk of process.stdin.setEncoding('utf8')) text += chunk as string;
+  if (text.trim() === '') throw new CliError('the prompt on standard input is empty', EXIT_USAGE);
+  // The line end a file or `echo` leaves is no part of the question.
+  return text.trimEnd();
+}
+
 export function registerRun(program: Command): void {
-  withCommonOptions(program.command('run <model> <prompt...>').description('generate a response and stream its text')
+  withCommonOptions(program.command('run <model> [prompt...]').description("generate a response and stream its text (the prompt: its words, or standard input when they are '-' or left out)")
     .option('--background', 'only create the task and print the response id')
     .option('--seed <n>', 'fix the sampling seed')
     .option('--max-tokens <n>', 'max_output_tokens')
@@ -46,13 +61,14 @@ export function registerRun(program: Command): void {
     .option('--on-restart <policy>', `what a restart does to the task: ${RESTART_POLICIES.join(', ')}`)
     .option('--no-stats', 'do not print token counts and speed on stderr'))
     .action(action(async (model: string, promptWords: string[], options: RunOptions) => {
+      const input = await promptOf(promptWords);
       if (options.onRestart && !(RESTART_POLICIES as readonly string[]).includes(options.onRestart)) {
         throw new CliError(`--on-restart: expected one of ${RESTART_POLICIES.join(', ')}`, EXIT_USAGE);
       }
       const client = await operatorClient(options);
       const body: CreateResponseBody = {
         model,
-        input: promptWords.join(' '),
+        input,
         ...(options.seed !== undefined ? { seed: number('--seed', options.seed, true)! } : {}),
         ...(options.maxTokens !== undefined ? { max_output_tokens: number('--max-tokens', options.maxTokens, true)! } : {}),
         ...(options.temperature !== undefined ? { temperature: number('--temperature', options.temperature, false)! } : {}),
