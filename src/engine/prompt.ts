@@ -144,6 +144,41 @@ function functionsOf(tools: readonly ToolDefinition[]): ChatModelFunctions | und
   }]));
 }
 
+interface JinjaRendering {
+  _jinjaTemplate?: { render(context: Record<string, unknown>): string };
+  reasoning?: boolean | null;
+  additionalRenderParameters?: Record<string, unknown>;
+}
+
+const generationPrompts = new WeakMap<ChatWrapper, string | null>();
+
+/**
+ * What a chat template writes for `add_generation_prompt` (the opening of the assistant's turn):
+ * the difference between a one-message conversation rendered with and without it. Null when it
+ * cannot be told (the template fails on that conversation, or the two renderings differ before
+ * the end), and the prompt is then ended as node-llama-cpp ends it.
+ */
+function generationPromptOf(wrapper: ChatWrapper): string | null {
+  if (generationPrompts.has(wrapper)) return generationPrompts.get(wrapper)!;
+  let opening: string | null = null;
+  const { _jinjaTemplate: template, reasoning, additionalRenderParameters } = wrapper as unknown as JinjaRendering;
+  if (wrapper instanceof JinjaTemplateChatWrapper && typeof template?.render === 'function') {
+    try {
+      const render = (addGenerationPrompt: boolean) => template.render({
+        ...additionalRenderParameters, messages: [{ role: 'user', content: 'Hi' }], bos_token: '', eos_token: '', eot_token: '',
+        ...(reasoning === null || reasoning === undefined ? {} : { enable_thinking: reasoning }), add_generation_prompt: addGenerationPrompt,
+      });
+      const without = render(false);
+      const withPrompt = render(true);
+      if (withPrompt.startsWith(without)) opening = withPrompt.slice(without.length);
+    } catch {
+      opening = null;
+    }
+  }
+  generationPrompts.set(wrapper, opening);
+  return opening;
+}
+
 /** A template that writes a message's content through `tojson` (Llama 3.1's tool messages: `message.content | tojson`). */
 const CONTENT_TOJSON = /content(?:'\])?\s*\|\s*tojson\b/;
 
@@ -175,13 +210,24 @@ function quoteResultsForTojson(text: LlamaText, model: LlamaModel, messages: rea
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {
   if (hasChatTemplate(model)) {
     const wrapper = chatWrapperFor(model);
-    const state = wrapper.generateContextState({ chatHistory: toHistory(messages, resultsAsSent.has(wrapper)), availableFunctions: functionsOf(tools) });
+    const history = toHistory(messages, resultsAsSent.has(wrapper));
+    const availableFunctions = functionsOf(tools);
+    const state = wrapper.generateContextState({ chatHistory: history, availableFunctions });
     const stopTokens = new Set<Token>();
     for (const trigger of state.stopGenerationTriggers) {
       const tokens = LlamaText(trigger).tokenize(model.tokenizer, 'trimLeadingSpace');
       if (tokens.length === 1) stopTokens.add(tokens[0]!);
     }
-    const contextText = quoteResultsForTojson(state.contextText, model, messages, resultsAsSent.has(wrapper));
+    // node-llama-cpp ends a new turn's prompt with the template's rendering of an empty assistant
+    // message, cut where its text would go; Hugging Face and llama.cpp end it with what the
+    // template writes for `add_generation_prompt`. They differ where the template writes more for
+    // an assistant message than to open one: Qwen3's empty thinking block (which turns thinking
+    // off), Mistral's space before the text, DeepSeek R1's `<think>` opened for the model.
+    const opening = history.at(-1)?.type === 'model' && (history.at(-1) as { response: unknown[] }).response.length === 0
+      ? generationPromptOf(wrapper) : null;
+    const rendered = opening === null ? state.contextText
+      : LlamaText([wrapper.generateContextState({ chatHistory: history.slice(0, -1), availableFunctions }).contextText, new SpecialTokensText(opening)]);
+    const contextText = quoteResultsForTojson(rendered, model, messages, resultsAsSent.has(wrapper));
     const tokens = contextText.tokenize(model.tokenizer);
     // As llama.cpp does: one BOS when the model asks for it and the template wrote none.
     const bos = model.tokens.bos;

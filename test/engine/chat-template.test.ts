@@ -159,6 +159,32 @@ describe('chat templates (LMSP 6.2)', () => {
     assert.ok(text.endsWith('<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'), text.slice(-80));
   });
 
+  test('a new turn ends as the template writes add_generation_prompt, not as it writes an empty assistant message', async () => {
+    const render = async (name: string, chatTemplate: string, controlTokens: string[], messages: EngineMessage[]) => {
+      const path = join(dir, `${name}.gguf`);
+      writeGgufFile(path, buildSyntheticModel({ ...LMSP_TINY, name, chatTemplate, controlTokens, addBosToken: false, addSpacePrefix: false }));
+      const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+      try {
+        return model.detokenize(renderPrompt(model, messages).tokens, true);
+      } finally {
+        await model.dispose();
+      }
+    };
+    // Qwen3's way: an assistant message in the history gets an empty thinking block, which for the
+    // new turn would tell the model not to think.
+    const thinking = "{% for m in messages %}{% if m.role == 'assistant' %}<|im_start|>assistant\n<think>\n\n</think>\n\n{{ m.content }}<|im_end|>\n"
+      + "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    assert.equal(await render('thinking', thinking, ['<|im_start|>', '<|im_end|>', '<think>', '</think>'], CONVERSATION.slice(1)),
+      '<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n');
+    // Mistral's way: no generation prompt, and a space before each assistant text.
+    const spaced = "{% for m in messages %}{% if m.role == 'user' %}[INST] {{ m.content }}[/INST]{% elif m.role == 'assistant' %} {{ m.content }}[END]{% endif %}{% endfor %}";
+    assert.equal(await render('spaced', spaced, ['[INST]', '[/INST]', '[END]'], CONVERSATION.slice(1)), '[INST] Hi there[/INST] Hello.[END][INST] Bye[/INST]');
+    // DeepSeek R1's way: the generation prompt opens the thinking block for the model.
+    const opened = "{% for m in messages %}{% if m.role == 'user' %}<|User|>{{ m.content }}{% else %}<|Assistant|>{{ m.content }}<|end|>{% endif %}{% endfor %}"
+      + "{% if add_generation_prompt %}<|Assistant|><think>\n{% endif %}";
+    assert.equal(await render('opened', opened, ['<|User|>', '<|Assistant|>', '<|end|>', '<think>'], [{ role: 'user', content: 'Hi' }]), '<|User|>Hi<|Assistant|><think>\n');
+  });
+
   test('a template without tools gets them documented in its system message, in the call syntax it is told', () => {
     const model = models.get('chatml')!;
     const prompt = renderPrompt(model, TOOL_CONVERSATION, [WEATHER]);
