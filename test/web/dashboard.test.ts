@@ -72,7 +72,14 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
       await service.client.createResponse({ model: 'lmsp-tiny', input: 'hello', max_output_tokens: 12 });
       for (const view of VIEWS) {
         await openView(page, service, view.hash, view.heading);
-        if (view.hash === '#/') await page.getByTestId('tokens-total').filter({ hasText: '12' }).waitFor();
+        if (view.hash === '#/') {
+          await page.getByTestId('tokens-total').filter({ hasText: '12' }).waitFor();
+          // The chart's caption names the span its samples cover, seconds here, not a minute.
+          const caption = page.locator('figcaption').filter({ hasText: /over the last \d+(\.\d)? s\./ });
+          await caption.waitFor({ timeout: 10_000 });
+          const span = Number(/over the last (\d+(?:\.\d)?) s\./.exec((await caption.textContent()) ?? '')?.[1]);
+          assert.ok(span > 0 && span < 60, `the caption's span: ${span} s`);
+        }
         // The Client column names the client (the operator's token made the task).
         if (view.hash === '#/tasks') await page.getByRole('cell', { name: 'operator', exact: true }).waitFor();
         if (view.hash === '#/chat') await page.getByText('does not serve stored chat completions').or(page.locator('table, .empty')).first().waitFor();

@@ -27,7 +27,8 @@ function Figures({ state }: { state: MetricsState }) {
   if (!figures) return state.error ? <Notice kind="error">{state.error}</Notice> : <p class="empty">Reading /metrics…</p>;
   const latest = samples.at(-1);
   const running = (figures.tasks.loading ?? 0) + (figures.tasks.running ?? 0) + (figures.tasks.cancelling ?? 0);
-  const minutes = samples.length > 1 ? Math.max(1, Math.round((samples.at(-1)!.at - samples[0]!.at) / 60)) : 0;
+  // The span the chart draws, as it is: "over the last 6.0 s", not a minute it does not cover.
+  const span = samples.length > 1 ? samples.at(-1)!.at - samples[0]!.at : 0;
   return (
     <>
       {state.error && <Notice kind="error">{state.error}</Notice>}
@@ -48,7 +49,7 @@ function Figures({ state }: { state: MetricsState }) {
         <ThroughputChart samples={samples} />
         <figcaption>
           Tokens per second (solid) and queued tasks (dashed), sampled every 2 s since this page opened
-          {minutes ? `, over the last ${minutes} min` : ''}. Now: {latest ? formatNumber(latest.tokensPerSecond, 1) : '-'} tokens per second, {formatNumber(figures.tasks.queued ?? 0)} queued.
+          {span > 0 ? `, over the last ${formatDuration(span)}` : ''}. Now: {latest ? formatNumber(latest.tokensPerSecond, 1) : '-'} tokens per second, {formatNumber(figures.tasks.queued ?? 0)} queued.
         </figcaption>
       </figure>
     </>
