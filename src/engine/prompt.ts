@@ -74,31 +74,46 @@ export function toHistory(messages: readonly EngineMessage[], resultsAsSent = fa
   return history;
 }
 
-export function hasChatTemplate(model: LlamaModel): boolean {
+function chatTemplateSource(model: LlamaModel): string | null {
   const template = model.fileInfo.metadata.tokenizer?.chat_template;
-  return typeof template === 'string' && template.length > 0;
+  return typeof template === 'string' && template.length > 0 ? template : null;
+}
+
+/** A model's chat template, and what lmsp works out about it once. */
+interface ChatTemplate {
+  wrapper: ChatWrapper;
+  /** Tool results are handed to the template as the text the client sent. */
+  resultsAsSent: boolean;
+  /** The template writes message content through `tojson` (see quoteResultsForTojson). */
+  contentToJson: boolean;
+  /** What the template writes for `add_generation_prompt`, or null when it cannot be told. */
+  generationPrompt: string | null;
+  toolCallSyntax: ToolCallSyntax;
 }
 
 /** Building a Jinja wrapper runs the template many times: once per model is enough. */
-const wrappers = new WeakMap<LlamaModel, ChatWrapper>();
+const templates = new WeakMap<LlamaModel, ChatTemplate>();
 
-function chatWrapperFor(model: LlamaModel): ChatWrapper {
-  let wrapper = wrappers.get(model);
-  if (!wrapper) {
+function chatTemplateOf(model: LlamaModel, source: string): ChatTemplate {
+  let template = templates.get(model);
+  if (!template) {
     // The model's own template, rendered as it is; node-llama-cpp's look-alike wrappers are only
     // a fallback for templates it cannot run.
-    wrapper = resolveChatWrapper(model, { type: 'jinjaTemplate', warningLogs: false });
+    const wrapper = resolveChatWrapper(model, { type: 'jinjaTemplate', warningLogs: false });
     const own = wrapper as Partial<JinjaInternals>;
-    if (wrapper instanceof JinjaTemplateChatWrapper && own._usingJinjaFunctionCallTemplate === true && typeof own._stringifyFunctionResult === 'boolean') {
-      // The template renders tool messages itself: their content is the text the client sent, as
-      // Hugging Face and llama.cpp render it. node-llama-cpp would write a text result as a JSON
-      // string ("\"sunny\"") and re-serialize a JSON one; results are handed over as sent instead.
-      own._stringifyFunctionResult = false;
-      resultsAsSent.add(wrapper);
-    }
-    wrappers.set(model, wrapper);
+    const resultsAsSent = wrapper instanceof JinjaTemplateChatWrapper && own._usingJinjaFunctionCallTemplate === true
+      && typeof own._stringifyFunctionResult === 'boolean';
+    // The template renders tool messages itself: their content is the text the client sent, as
+    // Hugging Face and llama.cpp render it. node-llama-cpp would write a text result as a JSON
+    // string ("\"sunny\"") and re-serialize a JSON one; results are handed over as sent instead.
+    if (resultsAsSent) own._stringifyFunctionResult = false;
+    template = {
+      wrapper, resultsAsSent, contentToJson: CONTENT_TOJSON.test(source), generationPrompt: generationPromptOf(wrapper),
+      toolCallSyntax: wrapperToolCallSyntax(wrapper),
+    };
+    templates.set(model, template);
   }
-  return wrapper;
+  return template;
 }
 
 /** What node-llama-cpp 3.21's Jinja wrapper (pinned) decides about a template's tool messages. */
@@ -106,9 +121,6 @@ interface JinjaInternals {
   _usingJinjaFunctionCallTemplate: boolean;
   _stringifyFunctionResult: boolean;
 }
-
-/** Wrappers that take tool results as the text the client sent. */
-const resultsAsSent = new WeakSet<ChatWrapper>();
 
 /** Text of a wrapper setting (plain text and special-token text), or null if it holds a special token. */
 function settingText(value: unknown): string | null {
@@ -125,7 +137,7 @@ function settingText(value: unknown): string | null {
 }
 
 /** The call syntax a chat wrapper teaches the model, or the plain one if it cannot be written as text. */
-export function wrapperToolCallSyntax(wrapper: ChatWrapper): ToolCallSyntax {
+function wrapperToolCallSyntax(wrapper: ChatWrapper): ToolCallSyntax {
   const functions = wrapper.settings.functions;
   const prefix = settingText(functions.call.prefix);
   const paramsPrefix = settingText(functions.call.paramsPrefix);
@@ -150,8 +162,6 @@ interface JinjaRendering {
   additionalRenderParameters?: Record<string, unknown>;
 }
 
-const generationPrompts = new WeakMap<ChatWrapper, string | null>();
-
 /**
  * What a chat template writes for `add_generation_prompt` (the opening of the assistant's turn):
  * the difference between a one-message conversation rendered with and without it. Null when it
@@ -159,24 +169,19 @@ const generationPrompts = new WeakMap<ChatWrapper, string | null>();
  * the end), and the prompt is then ended as node-llama-cpp ends it.
  */
 function generationPromptOf(wrapper: ChatWrapper): string | null {
-  if (generationPrompts.has(wrapper)) return generationPrompts.get(wrapper)!;
-  let opening: string | null = null;
   const { _jinjaTemplate: template, reasoning, additionalRenderParameters } = wrapper as unknown as JinjaRendering;
-  if (wrapper instanceof JinjaTemplateChatWrapper && typeof template?.render === 'function') {
-    try {
-      const render = (addGenerationPrompt: boolean) => template.render({
-        ...additionalRenderParameters, messages: [{ role: 'user', content: 'Hi' }], bos_token: '', eos_token: '', eot_token: '',
-        ...(reasoning === null || reasoning === undefined ? {} : { enable_thinking: reasoning }), add_generation_prompt: addGenerationPrompt,
-      });
-      const without = render(false);
-      const withPrompt = render(true);
-      if (withPrompt.startsWith(without)) opening = withPrompt.slice(without.length);
-    } catch {
-      opening = null;
-    }
+  if (!(wrapper instanceof JinjaTemplateChatWrapper) || typeof template?.render !== 'function') return null;
+  const render = (addGenerationPrompt: boolean) => template.render({
+    ...additionalRenderParameters, messages: [{ role: 'user', content: 'Hi' }], bos_token: '', eos_token: '', eot_token: '',
+    ...(reasoning === null || reasoning === undefined ? {} : { enable_thinking: reasoning }), add_generation_prompt: addGenerationPrompt,
+  });
+  try {
+    const without = render(false);
+    const withPrompt = render(true);
+    return withPrompt.startsWith(without) ? withPrompt.slice(without.length) : null;
+  } catch {
+    return null;
   }
-  generationPrompts.set(wrapper, opening);
-  return opening;
 }
 
 /** A template that writes a message's content through `tojson` (Llama 3.1's tool messages: `message.content | tojson`). */
@@ -189,9 +194,8 @@ const CONTENT_TOJSON = /content(?:'\])?\s*\|\s*tojson\b/;
  * render the result as a JSON string; here it would arrive between the quotes unescaped
  * (`"{"temp":20}"`, not JSON). A result the template quoted that way is escaped as tojson would.
  */
-function quoteResultsForTojson(text: LlamaText, model: LlamaModel, messages: readonly EngineMessage[], resultsAreSent: boolean): LlamaText {
-  const template = model.fileInfo.metadata.tokenizer?.chat_template;
-  if (!resultsAreSent || typeof template !== 'string' || !CONTENT_TOJSON.test(template)) return text;
+function quoteResultsForTojson(text: LlamaText, template: ChatTemplate, messages: readonly EngineMessage[]): LlamaText {
+  if (!template.resultsAsSent || !template.contentToJson) return text;
   const results = new Set(messages.flatMap((message) => (message.role === 'tool' ? [message.content] : [])));
   const values = text.values;
   const quotedAt = (index: number, side: 'before' | 'after') => {
@@ -208,9 +212,11 @@ function quoteResultsForTojson(text: LlamaText, model: LlamaModel, messages: rea
 }
 
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {
-  if (hasChatTemplate(model)) {
-    const wrapper = chatWrapperFor(model);
-    const history = toHistory(messages, resultsAsSent.has(wrapper));
+  const source = chatTemplateSource(model);
+  if (source !== null) {
+    const template = chatTemplateOf(model, source);
+    const { wrapper } = template;
+    const history = toHistory(messages, template.resultsAsSent);
     const availableFunctions = functionsOf(tools);
     const state = wrapper.generateContextState({ chatHistory: history, availableFunctions });
     const stopTokens = new Set<Token>();
@@ -223,16 +229,16 @@ export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage
     // template writes for `add_generation_prompt`. They differ where the template writes more for
     // an assistant message than to open one: Qwen3's empty thinking block (which turns thinking
     // off), Mistral's space before the text, DeepSeek R1's `<think>` opened for the model.
-    const opening = history.at(-1)?.type === 'model' && (history.at(-1) as { response: unknown[] }).response.length === 0
-      ? generationPromptOf(wrapper) : null;
+    const last = history.at(-1);
+    const opening = last?.type === 'model' && last.response.length === 0 ? template.generationPrompt : null;
     const rendered = opening === null ? state.contextText
       : LlamaText([wrapper.generateContextState({ chatHistory: history.slice(0, -1), availableFunctions }).contextText, new SpecialTokensText(opening)]);
-    const contextText = quoteResultsForTojson(rendered, model, messages, resultsAsSent.has(wrapper));
+    const contextText = quoteResultsForTojson(rendered, template, messages);
     const tokens = contextText.tokenize(model.tokenizer);
     // As llama.cpp does: one BOS when the model asks for it and the template wrote none.
     const bos = model.tokens.bos;
     if (model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos) tokens.unshift(bos);
-    return { tokens, stopTokens, toolCallSyntax: wrapperToolCallSyntax(wrapper) };
+    return { tokens, stopTokens, toolCallSyntax: template.toolCallSyntax };
   }
   const text = renderPlainLayout(messages, tools);
   const parts = model.tokens.shouldPrependBosToken ? [new SpecialToken('BOS'), text] : [text];
