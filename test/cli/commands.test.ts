@@ -3,12 +3,20 @@ import { spawn } from 'node:child_process';
 import { openSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { TaskObject } from '../../src/api/types.js';
-import { runCli, startCli } from '../helpers/cli.js';
-import { api, LMSP_BIN, waitFor, withService } from '../helpers/service.js';
+import type { CreateResponseBody, TaskObject } from '../../src/api/types.js';
+import { runCli, startCli, type RunningCli } from '../helpers/cli.js';
+import { api, LMSP_BIN, waitFor, withService, type TestService } from '../helpers/service.js';
 
 async function json<T>(response: Response): Promise<T> {
   return (await response.json()) as T;
+}
+
+/** `lmsp tasks events --follow --json` on a background response, once it has printed more than `lines` lines. */
+async function followBackground(service: TestService, create: Omit<CreateResponseBody, 'model' | 'input' | 'background'>, lines: number): Promise<{ taskId: string; cli: RunningCli }> {
+  const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, ...create });
+  const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
+  await waitFor(() => cli.stdout().split('\n').length > lines, { what: 'some followed events' });
+  return { taskId: created.body.task.id, cli };
 }
 
 describe('the lmsp CLI as a client of the running service (LMSP section 12)', () => {
@@ -147,9 +155,7 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
 describe('lmsp tasks events --json refused half-way', () => {
   test('closes the list it began, so stdout stays one JSON document, and exits non-zero saying why', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
-      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 3000 });
-      const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
-      await waitFor(() => cli.stdout().split('\n').length > 5, { what: 'some followed events' });
+      const { cli } = await followBackground(service, { max_output_tokens: 3000 }, 5);
       // An answer, not a dropped connection: the CLI's own token is revoked under it (LMSP 4).
       const clients = await json<{ data: Array<{ id: string; name: string }> }>(await api(service, '/v1/clients?limit=100'));
       const operator = clients.data.find((client) => client.name === 'operator')!;
@@ -166,24 +172,20 @@ describe('lmsp tasks events --json refused half-way', () => {
 describe('lmsp tasks events --follow --json stopped by Ctrl-C', () => {
   test('closes the list, so stdout stays one JSON document, and exits 130', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
-      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 3000 });
-      const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
-      await waitFor(() => cli.stdout().split('\n').length > 5, { what: 'some followed events' });
+      const { taskId, cli } = await followBackground(service, { max_output_tokens: 3000 }, 5);
       cli.child.kill('SIGINT');
       assert.equal(await cli.closed, 130, cli.stderr());
       const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }> };
       assert.equal(list.object, 'list');
       assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
-      assert.equal((await service.client.getTask(created.body.task.id)).status, 'running', 'following is not cancelling');
+      assert.equal((await service.client.getTask(taskId)).status, 'running', 'following is not cancelling');
     }));
 });
 
 describe('lmsp tasks events --follow across a crash', () => {
   test('reconnects after the service restarts and prints every event once, in order', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
-      const created = await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', background: true, max_output_tokens: 300, on_restart: 'resume', seed: 4 });
-      const cli = startCli(['tasks', 'events', created.body.task.id, '--follow', '--json', '--data-dir', service.dataDir]);
-      await waitFor(() => cli.stdout().split('\n').length > 20, { what: 'some followed events' });
+      const { cli } = await followBackground(service, { max_output_tokens: 300, on_restart: 'resume', seed: 4 }, 20);
       await service.kill();
       await service.restart();
       assert.equal(await cli.closed, 0, cli.stderr());
