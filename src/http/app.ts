@@ -2,6 +2,7 @@
  * Builds the Fastify app: JSON only, errors in the LMSP shape (section 9), every route declaring
  * the scope it needs (section 4), and the routes of each resource from their own file.
  */
+import { maxHeaderSize } from 'node:http';
 import fastifySwagger from '@fastify/swagger';
 import Ajv from 'ajv';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -186,11 +187,13 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     forceCloseConnections: true,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false } },
-    // A path parameter holds an id: model ids have up to 128 characters (LMSP 2), written with
-    // percent-escapes at worst three bytes each; a longer segment is no id (404).
-    routerOptions: { maxParamLength: 3 * 128 },
+    // A path parameter holds an id. An id of any length reaches its route, so that the token is
+    // checked first and the 404 names the id as every other 404 does (no route has a regex
+    // parameter, which is what Fastify's default of 100 characters guards); Node refuses a
+    // request line longer than its header limit before routing (431).
+    routerOptions: { maxParamLength: maxHeaderSize },
     // LMSP 2: what the router refuses before any route runs answers in the LMSP shape too.
-    frameworkErrors: (error, request, reply) => {
+    frameworkErrors: (_error, request, reply) => {
       reply.header('x-request-id', request.id);
       countRefusedRequest(metrics, request, reply);
       try {
@@ -200,7 +203,6 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       } catch (refused) {
         return sendError(reply, toServiceError(refused));
       }
-      if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new ServiceError('not_found', 'No record has an id this long.'));
       return sendError(reply, invalidRequest(null, 'The URL is not valid: it has a malformed percent-encoding.'));
     },
   });

@@ -205,8 +205,8 @@ function countWhenClosed(metrics: ServiceMetrics, request: FastifyRequest, reply
 }
 
 /**
- * Counts an answer the router gives before any route matched (a malformed percent-encoding, an
- * over-long id): Fastify runs no hooks for those.
+ * Counts an answer the router gives before any route matched (a malformed percent-encoding):
+ * Fastify runs no hooks for those.
  */
 export function countRefusedRequest(metrics: ServiceMetrics, request: FastifyRequest, reply: FastifyReply): void {
   countWhenClosed(metrics, request, reply, UNMATCHED_ROUTE);

@@ -142,12 +142,12 @@ describe('GET /metrics (LMSP 15)', () => {
     assert.equal(after.value('lmsp_generated_tokens_total', { model: 'lmsp-tiny' }), 3);
   }));
 
-  test('requests the router refuses before any route (a malformed URL, an over-long id) are counted as unmatched', () =>
+  test('requests the router refuses before any route (a malformed URL) are counted as unmatched', () =>
     withService({}, async (service) => {
       const auth = { authorization: `Bearer ${service.token}` };
       assert.equal((await fetch(`${service.url}/v1/tasks/%zz`, { headers: auth })).status, 400);
       assert.equal((await fetch(`${service.url}/v1/%zz`, { method: 'POST', headers: auth })).status, 400);
-      assert.equal((await fetch(`${service.url}/v1/tasks/${'x'.repeat(400)}`, { headers: auth })).status, 404);
+      assert.equal((await fetch(`${service.url}/v1/no-such-route`, { headers: auth })).status, 404);
       const metrics = await scrape(service.url, service.token);
       assert.equal(metrics.value('lmsp_http_requests_total', { method: 'GET', route: 'unmatched', status: '400' }), 1);
       assert.equal(metrics.value('lmsp_http_requests_total', { method: 'POST', route: 'unmatched', status: '400' }), 1);
