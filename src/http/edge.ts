@@ -15,6 +15,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ERROR_CODES, ServiceError, type ErrorCode } from '../domain/errors.js';
+import { newRequestId } from '../ids.js';
 
 export const HEADERS_TIMEOUT_MS = 10_000;
 export const REQUEST_TIMEOUT_MS = 60_000;
@@ -85,10 +86,12 @@ export function headerCount(raw: IncomingMessage, name: string): number {
   return raw.rawHeaders.filter((header, index) => index % 2 === 0 && header.toLowerCase() === name).length;
 }
 
+/** An answer written to the socket by hand, named by its own `x-request-id` as every other answer is. */
 function rawErrorResponse(status: number, code: ErrorCode, message: string): string {
   const body = JSON.stringify(new ServiceError(code, message).toBody());
   const reason = { 400: 'Bad Request', 404: 'Not Found', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[status] ?? 'Error';
-  return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`
+    + `X-Request-Id: ${newRequestId()}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 /**

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import OpenAI from 'openai';
+import { rawRequest } from '../helpers/raw-http.js';
 import { api, withService } from '../helpers/service.js';
 
 const REQUEST_ID = /^req_[0-9A-Za-z]{32}$/;
@@ -38,6 +39,20 @@ describe('x-request-id', () => {
       idOf(await fetch(`${service.url}/v1/service`, { headers: { host: 'evil.example' } }), 'a refused Host');
       idOf(await api(service, '/v1/responses/%E0%A4%A'), 'a malformed URL');
       idOf(await api(service, '/v1/responses', { method: 'POST', body: '{', headers: { 'content-type': 'application/json' } }), 'a body that is not JSON');
+      // What Node's parser refuses is answered on the socket, before Fastify, and named too.
+      const { port } = new URL(service.url);
+      for (const [request, status] of [
+        [`GET /v1/service HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Big: ${'a'.repeat(17_000)}\r\n\r\n`, 431],
+        ['GARBAGE\r\n\r\n', 400],
+        [`CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`, 404],
+      ] as const) {
+        const answer = await rawRequest(service.url, request);
+        assert.equal(answer.status, status, request.slice(0, 20));
+        const id = answer.headers['x-request-id'];
+        assert.match(id ?? '(none)', REQUEST_ID, `the answer ${status}`);
+        assert.ok(!seen.has(id!), 'a request id was used twice');
+        seen.add(id!);
+      }
       const stream = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'x', max_output_tokens: 2, stream: true } });
       assert.match(stream.headers.get('content-type') ?? '', /^text\/event-stream/);
       idOf(stream, 'an event stream');
