@@ -103,6 +103,16 @@ export class GenerationCancelled extends Error {
 /** Says whether what a runner has just loaded may be used; throws when it may not. */
 export type LoadConfirmation = () => Promise<void>;
 
+/**
+ * A prompt's size in tokens: exact, or with `atLeast` a lower bound that already exceeds the
+ * model's context, found without tokenizing an input far too long for it.
+ */
+export interface TokenCount {
+  tokens: number;
+  contextLength: number;
+  atLeast?: true;
+}
+
 export interface EngineLease {
   /** Whether `load` has work to do (the task then shows status `loading`). */
   readonly needsLoad: boolean;
@@ -119,8 +129,8 @@ export interface EngineLease {
 export interface Engine {
   /** A slot for a generation with this model, or null when none can be had now. */
   acquire(model: ModelRef): EngineLease | null;
-  /** Exact prompt size of a conversation (with its tools), and the model's context length. */
-  countTokens(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<{ tokens: number; contextLength: number }>;
+  /** The prompt size of a conversation (with its tools), and the model's context length. */
+  countTokens(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<TokenCount>;
   /**
    * Embeddings (LMSP 14), on a runner that holds the model: an idle one, else one that is
    * generating (the embedding runs beside the generation), else a free slot loads the model.

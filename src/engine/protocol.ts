@@ -73,7 +73,8 @@ export type RunnerMessage =
   | { type: 'backend'; requestId: number; gpu: string | false }
   | { type: 'loaded'; requestId: number; contextLength: number }
   | { type: 'unloaded'; requestId: number }
-  | { type: 'counted'; requestId: number; tokens: number; contextLength: number }
+  /** `atLeast`: `tokens` is a lower bound, already past the context, of an input not tokenized. */
+  | { type: 'counted'; requestId: number; tokens: number; contextLength: number; atLeast?: true }
   | { type: 'prompt'; requestId: number; inputTokens: number }
   /** Prompt processing is over; from here a cancel is honoured between tokens. */
   | { type: 'generating'; requestId: number }

@@ -17,7 +17,7 @@ import type { TaskErrorCode } from '../domain/errors.js';
 import { sleep } from '../time.js';
 import {
   EngineError, EngineExited, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest,
-  type LoadConfirmation, type ModelRef,
+  type LoadConfirmation, type ModelRef, type TokenCount,
 } from './engine.js';
 import type { RunnerErrorCode, RunnerSettings } from './protocol.js';
 import { RunnerProcess, type RunnerLog } from './runner-process.js';
@@ -85,6 +85,8 @@ export class RunnerPool implements Engine {
   private tokenizer: RunnerProcess | null = null;
   private tokenizerTimer: NodeJS.Timeout | null = null;
   private tokenizerRequests = 0;
+  /** The count in progress on the tokenizer, which the next one waits for. */
+  private countQueue: Promise<unknown> = Promise.resolve();
   private readonly capacityListeners = new Set<() => void>();
   private readonly embedWaiters: Array<() => void> = [];
   /** Embeddings woken for a freed slot have not taken it yet: generations wait a turn. */
@@ -462,46 +464,54 @@ export class RunnerPool implements Engine {
     });
   }
 
-  async countTokens(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<{ tokens: number; contextLength: number }> {
-    const loaded = this.runners.find((r) => sameModel(r.model, model) && r.alive);
-    const runner = loaded ?? this.tokenizerRunner();
-    if (!loaded) this.tokenizerRequests += 1;
-    try {
-      return await new Promise((resolve, reject) => {
-        // A count renders the prompt too: one that does not end stops the runner, not every create after it.
-        const deadline = setTimeout(() => {
-          runner.kill();
-          reject(renderTimedOut());
-        }, RENDER_DEADLINE_MS);
-        const settle = (action: () => void) => {
-          clearTimeout(deadline);
-          action();
-        };
-        runner.request((requestId) => ({ type: 'count', requestId, model, messages, ...(tools && tools.length > 0 ? { tools } : {}) }), (message) => {
-          if (message.type === 'counted') {
-            settle(() => resolve({ tokens: message.tokens, contextLength: message.contextLength }));
-            return true;
-          }
-          if (message.type === 'error') {
-            settle(() => reject(new EngineError(taskErrorCode(message.code), message.message)));
-            return true;
-          }
-          return false;
-        }, (exit) => settle(() => reject(new EngineError('engine_error', exit.reason))));
-      });
-    } finally {
-      if (!loaded) {
-        this.tokenizerRequests -= 1;
-        this.scheduleTokenizerExit();
-      }
-    }
-  }
-
-  /** A runner that only tokenizes (vocabulary-only models), for models no runner has loaded. */
-  private tokenizerRunner(): RunnerProcess {
-    this.tokenizer ??= new RunnerProcess(this.options.settings, this.options.log);
+  /**
+   * Counts run on the tokenizer process, never on a runner that holds the model: a count renders
+   * and tokenizes the whole input on that process's thread, so one client's huge input would
+   * stall the generations of others there, and a count past its deadline ends the process it
+   * runs on. They run one at a time, each with the whole deadline for itself.
+   */
+  countTokens(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<TokenCount> {
+    this.tokenizerRequests += 1;
     if (this.tokenizerTimer) clearTimeout(this.tokenizerTimer);
     this.tokenizerTimer = null;
+    const turn = this.countQueue.then(() => this.countOnTokenizer(model, messages, tools)).finally(() => {
+      this.tokenizerRequests -= 1;
+      this.scheduleTokenizerExit();
+    });
+    this.countQueue = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private countOnTokenizer(model: ModelRef, messages: readonly EngineMessage[], tools?: readonly ToolDefinition[]): Promise<TokenCount> {
+    const runner = this.tokenizerRunner();
+    return new Promise((resolve, reject) => {
+      // A count renders the prompt too: one that does not end stops the tokenizer, not every create after it.
+      const deadline = setTimeout(() => {
+        runner.kill();
+        reject(renderTimedOut());
+      }, RENDER_DEADLINE_MS);
+      const settle = (action: () => void) => {
+        clearTimeout(deadline);
+        action();
+      };
+      runner.request((requestId) => ({ type: 'count', requestId, model, messages, ...(tools && tools.length > 0 ? { tools } : {}) }), (message) => {
+        if (message.type === 'counted') {
+          const { tokens, contextLength, atLeast } = message;
+          settle(() => resolve({ tokens, contextLength, ...(atLeast ? { atLeast } : {}) }));
+          return true;
+        }
+        if (message.type === 'error') {
+          settle(() => reject(new EngineError(taskErrorCode(message.code), message.message)));
+          return true;
+        }
+        return false;
+      }, (exit) => settle(() => reject(new EngineError('engine_error', exit.reason))));
+    });
+  }
+
+  /** The process that counts: it loads only vocabularies. */
+  private tokenizerRunner(): RunnerProcess {
+    this.tokenizer ??= new RunnerProcess(this.options.settings, this.options.log);
     return this.tokenizer;
   }
 

@@ -10,7 +10,7 @@ import { Cancelled, generate, type Generation } from './generation.js';
 import { grammarFor } from './grammar-state.js';
 import type { ParentMessage, RunnerMessage, RunnerModel, RunnerSettings } from './protocol.js';
 import { sleep } from '../time.js';
-import { renderPrompt } from './prompt.js';
+import { promptLowerBound, renderPrompt } from './prompt.js';
 import { contextPerGeneration, sharedContext } from './sequences.js';
 
 const settings: RunnerSettings = JSON.parse(process.env.LMSP_RUNNER_SETTINGS ?? '{}') as RunnerSettings;
@@ -123,9 +123,14 @@ async function handle(message: ParentMessage): Promise<void> {
     case 'count':
       try {
         const model = await tokenizerFor(message.model);
-        const prompt = renderPrompt(model, message.messages, message.tools ?? []);
         // A vocabulary-only model reports no context size; the file's metadata has it.
         const contextLength = model.trainContextSize || (model.fileInsights.trainContextSize ?? 0);
+        const atLeast = promptLowerBound(model, message.messages);
+        if (atLeast > contextLength) {
+          send({ type: 'counted', requestId: message.requestId, tokens: atLeast, contextLength, atLeast: true });
+          return;
+        }
+        const prompt = renderPrompt(model, message.messages, message.tools ?? []);
         send({ type: 'counted', requestId: message.requestId, tokens: prompt.tokens.length, contextLength });
       } catch (error) {
         send({ type: 'error', requestId: message.requestId, code: 'model_load_failed', message: (error as Error).message });

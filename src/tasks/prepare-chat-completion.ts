@@ -12,12 +12,13 @@ import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
 import { checkSchemaSupported, checkToolsSupported } from '../engine/grammar/constraint.js';
+import type { TokenCount } from '../engine/engine.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newChatCompletionId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import { generationOf } from './chat-completion-kind.js';
 import type { TaskCore } from './core.js';
-import { DEFAULT_MAX_OUTPUT_TOKENS, outputLimitBeside } from './prepare-response.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS, outputLimitBeside, tokensOf } from './prepare-response.js';
 import { unsupportedSchema } from './response-format.js';
 import { newTask } from './new-task.js';
 
@@ -248,17 +249,18 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
   const bound = plan.messages.reduce((sum, message) => sum + Buffer.byteLength(JSON.stringify(message)) + TEMPLATE_ALLOWANCE_PER_MESSAGE,
     TEMPLATE_ALLOWANCE_PER_MESSAGE + toolBytes);
   if (bound + maxCompletionTokens > contextLength) {
-    let inputTokens: number | null = null;
+    let count: TokenCount | null = null;
     try {
-      inputTokens = (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, plan.messages, plan.tools)).tokens;
+      count = await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, plan.messages, plan.tools);
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }
-    const fitted = inputTokens === null ? maxCompletionTokens : outputLimitBeside(inputTokens, maxCompletionTokens, asked !== null, contextLength);
+    const fitted = count === null ? maxCompletionTokens : outputLimitBeside(count.tokens, maxCompletionTokens, asked !== null, contextLength);
     if (fitted === null) {
       // The message names only what the client sent: without a limit, the messages alone are at fault.
-      const what = asked === null ? `The messages (${inputTokens} tokens) leave no room for a completion in`
-        : `The messages (${inputTokens} tokens) and ${askedParam} (${maxCompletionTokens}) exceed`;
+      const size = tokensOf(count!);
+      const what = asked === null ? `The messages (${size}) leave no room for a completion in`
+        : `The messages (${size}) and ${askedParam} (${maxCompletionTokens}) exceed`;
       throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).`, { param: 'messages' });
     }
     request.maxCompletionTokens = fitted;

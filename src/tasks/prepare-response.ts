@@ -9,6 +9,7 @@ import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { promptMessages, type ChatMessage, type InputItem, type StoredResponse } from '../domain/responses.js';
 import { checkCallsAnswered, conversationWith, itemStatus, normalizeInput, previousTurn } from './response-input.js';
 import { isFinal, type RestartPolicy, type Task } from '../domain/tasks.js';
+import type { TokenCount } from '../engine/engine.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
@@ -28,6 +29,11 @@ export function outputLimitBeside(inputTokens: number, limit: number, asked: boo
   if (inputTokens + limit <= contextLength) return limit;
   return !asked && inputTokens < contextLength ? contextLength - inputTokens : null;
 }
+/** A prompt's size for an error message: "1234 tokens", or "at least 1234 tokens" for a lower bound. */
+export function tokensOf(count: TokenCount): string {
+  return `${count.atLeast ? 'at least ' : ''}${count.tokens} tokens`;
+}
+
 /** Room for a chat template's own text around each message, in the quick upper bound below. */
 const TEMPLATE_ALLOWANCE_PER_MESSAGE = 64;
 
@@ -137,34 +143,34 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   const bound = messages.reduce((sum, message) => sum + Buffer.byteLength(JSON.stringify(message)) + TEMPLATE_ALLOWANCE_PER_MESSAGE,
     TEMPLATE_ALLOWANCE_PER_MESSAGE + toolBytes);
   if (bound + maxOutputTokens > contextLength) {
-    const count = async (candidate: typeof messages): Promise<number | null> => {
+    const count = async (candidate: typeof messages): Promise<TokenCount | null> => {
       try {
-        return (await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, candidate,
-          tooling.tools?.map(toToolDefinition))).tokens;
+        return await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, candidate, tooling.tools?.map(toToolDefinition));
       } catch {
         // The engine cannot tell now (model unreadable, runner down): the task checks it again.
         return null;
       }
     };
-    let inputTokens = await count(messages);
+    let input = await count(messages);
     // LMSP 6: the input plus max_output_tokens must fit, the default (1024) as much as a limit
     // the client sent. Only a model whose whole context is no larger than the default, where it
     // could never fit beside any input, gets the room the input leaves instead.
     const mustFit = asked !== null || contextLength > DEFAULT_MAX_OUTPUT_TOKENS;
-    let fitted = inputTokens === null ? maxOutputTokens : outputLimitBeside(inputTokens, maxOutputTokens, mustFit, contextLength);
+    let fitted = input === null ? maxOutputTokens : outputLimitBeside(input.tokens, maxOutputTokens, mustFit, contextLength);
     if (fitted === null && truncation === 'auto') {
       const tail = await fittingTail(context, async (kept) => {
-        const tokens = await count(promptMessages({ instructions, context: kept }));
-        const room = tokens === null ? null : outputLimitBeside(tokens, maxOutputTokens, mustFit, contextLength);
-        return room === null ? null : { tokens: tokens!, room };
+        const candidate = await count(promptMessages({ instructions, context: kept }));
+        const room = candidate === null ? null : outputLimitBeside(candidate.tokens, maxOutputTokens, mustFit, contextLength);
+        return room === null ? null : { count: candidate!, room };
       });
-      if (tail) [context, inputTokens, fitted] = [tail.context, tail.fit.tokens, tail.fit.room];
+      if (tail) [context, input, fitted] = [tail.context, tail.fit.count, tail.fit.room];
     }
     if (fitted === null) {
-      const what = asked === null && mustFit ? `The input (${inputTokens} tokens) and the default max_output_tokens (${maxOutputTokens}) exceed`
-        : asked === null ? `The input (${inputTokens} tokens) leaves no room for output in`
-        : `The input (${inputTokens} tokens) and max_output_tokens (${maxOutputTokens}) exceed`;
-      const hint = asked === null && mustFit && inputTokens! < contextLength ? ` Send a max_output_tokens of at most ${contextLength - inputTokens!}.` : '';
+      const size = tokensOf(input!);
+      const what = asked === null && mustFit ? `The input (${size}) and the default max_output_tokens (${maxOutputTokens}) exceed`
+        : asked === null ? `The input (${size}) leaves no room for output in`
+        : `The input (${size}) and max_output_tokens (${maxOutputTokens}) exceed`;
+      const hint = asked === null && mustFit && input!.tokens < contextLength ? ` Send a max_output_tokens of at most ${contextLength - input!.tokens}.` : '';
       const truncated = truncation === 'auto' ? ' With truncation: auto, even the last message alone does not fit.' : '';
       throw new ServiceError('context_length_exceeded', `${what} the context length of '${model.id}' (${contextLength} tokens).${hint}${truncated}`, { param: 'input' });
     }
