@@ -62,6 +62,30 @@ describe('numbers under JSON Schema bounds', () => {
     }), { numRuns: 300 });
   });
 
+  test('a number with a fraction parses strictly inside exclusive bounds at every magnitude, however many nines or zeros it writes', () => {
+    // 99.999999999999999 spells less than 100 but parses to 100; 1e12 + 7e-15 parses to 1e12.
+    for (let magnitude = 1; magnitude <= 15; magnitude++) {
+      const top = 10 ** magnitude;
+      const bottom = 10 ** (magnitude - 1);
+      const regex = exactly(patternToRegExpSource(boundedNumber({ minimum: bottom, maximum: top, exclusiveMinimum: true, exclusiveMaximum: true })!));
+      const texts: string[] = [];
+      for (let length = 1; length <= 16; length++) {
+        texts.push(`${top - 1}.${'9'.repeat(length)}`, `${bottom}.${'0'.repeat(length - 1)}1`);
+      }
+      fc.assert(fc.property(fc.bigInt({ min: BigInt(bottom), max: BigInt(top - 1) }), fc.stringMatching(/^[09]{0,15}[19]$/), (whole, digits) => {
+        texts.push(`${whole}.${digits}`);
+      }), { numRuns: 200 });
+      let accepted = 0;
+      for (const text of texts) {
+        if (!regex.test(text)) continue;
+        accepted += 1;
+        const value = Number(text);
+        assert.ok(value > bottom && value < top, `${text} parses to ${value}, outside (${bottom}, ${top})`);
+      }
+      if (magnitude < 15) assert.ok(accepted > 0, `numbers with a fraction of ${magnitude}-digit integers are written`);
+    }
+  });
+
   test('a fraction is written where its whole unit interval fits, never as k.0', () => {
     const regex = exactly(patternToRegExpSource(boundedNumber({ minimum: -2.5, maximum: 3, exclusiveMinimum: false, exclusiveMaximum: true })!));
     for (const text of ['-2', '0', '2', '2.75', '0.5', '-1.5', '-0.25']) assert.ok(regex.test(text), text);

@@ -4,13 +4,16 @@
  * generation and to a RegExp, so tests can check the language exactly against a brute force.
  *
  * Generated numbers have at most MAX_INTEGER_DIGITS integer digits and MAX_FRACTION_DIGITS
- * fraction digits and no exponent: every such number parses to the value it spells (well
- * inside a double's exact range), and a model cannot run a number on forever.
+ * fraction digits and no exponent, and a model cannot run a number on forever. Integers parse to
+ * the value they spell (well inside a double's exact range); a bounded number with a fraction has
+ * at most 15 digits in all, so that it parses to a double strictly between its integer neighbours.
  */
 import { gbnfAlternatives, gbnfClass, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 
 export const MAX_INTEGER_DIGITS = 15;
 export const MAX_FRACTION_DIGITS = 15;
+/** Digits of a bounded number with a fraction, in all (DBL_DIG: what a double keeps exactly). */
+const MAX_SIGNIFICANT_DIGITS = 15;
 /** The largest integer a generated number can spell. */
 export const MAX_GENERATED_INTEGER = 10n ** BigInt(MAX_INTEGER_DIGITS) - 1n;
 
@@ -107,8 +110,27 @@ export function integerRange(low: bigint | null, high: bigint | null): Pattern |
   return options.length === 0 ? null : choice(options);
 }
 
-/** A fraction that does not end in 0, so `k.f` never equals the integer k. */
-const FRACTION: Pattern = sequence(literal('.'), repeat(digits(0, 9), 0, MAX_FRACTION_DIGITS - 1), digits(1, 9));
+/** A fraction of 1 to `length` digits that does not end in 0, so `k.f` never equals the integer k. */
+function fraction(length: number): Pattern {
+  return sequence(literal('.'), repeat(digits(0, 9), 0, length - 1), digits(1, 9));
+}
+
+/**
+ * "k.f" for k from `low` to `high`, with at most MAX_SIGNIFICANT_DIGITS digits in all: a double
+ * tells apart every two decimals of 15 significant digits, and reads each as the nearest double,
+ * so such a k.f parses strictly between k and k + 1 (99.999999999999999 parses to 100, which an
+ * exclusiveMaximum of 100 forbids). So the longer k, the shorter f; a k of 15 digits has none.
+ */
+function withFraction(low: bigint, high: bigint): Pattern | null {
+  const options: Pattern[] = [];
+  for (let length = 1; length < MAX_SIGNIFICANT_DIGITS; length++) {
+    const first = length === 1 ? 0n : 10n ** BigInt(length - 1);
+    const last = 10n ** BigInt(length) - 1n;
+    const whole = nonNegativeRange(low > first ? low : first, high < last ? high : last);
+    if (whole) options.push(sequence(whole, fraction(Math.min(MAX_FRACTION_DIGITS, MAX_SIGNIFICANT_DIGITS - length))));
+  }
+  return options.length === 0 ? null : choice(options);
+}
 
 export interface NumberBounds {
   minimum: number | null;
@@ -155,13 +177,13 @@ export function boundedNumber(bounds: NumberBounds): Pattern | null {
   // k >= 0 spelled "k.f": needs low <= k and k + 1 <= high.
   const positiveFrom = low === null || low < 0 ? 0n : ceilBig(low);
   const positiveTo = high === null ? MAX_GENERATED_INTEGER : floorBig(high) - 1n;
-  const positives = positiveTo >= 0n ? nonNegativeRange(positiveFrom, positiveTo < MAX_GENERATED_INTEGER ? positiveTo : MAX_GENERATED_INTEGER) : null;
-  if (positives) options.push(sequence(positives, FRACTION));
+  const positives = positiveTo >= 0n ? withFraction(positiveFrom, positiveTo < MAX_GENERATED_INTEGER ? positiveTo : MAX_GENERATED_INTEGER) : null;
+  if (positives) options.push(positives);
   // "-m.f" lies in (-(m + 1), -m): needs low <= -(m + 1) and -m <= high.
   const negativeFrom = high === null || high > 0 ? 0n : ceilBig(-high);
   const negativeTo = low === null ? MAX_GENERATED_INTEGER : floorBig(-low) - 1n;
-  const negatives = negativeTo >= 0n ? nonNegativeRange(negativeFrom, negativeTo < MAX_GENERATED_INTEGER ? negativeTo : MAX_GENERATED_INTEGER) : null;
-  if (negatives) options.push(sequence(literal('-'), negatives, FRACTION));
+  const negatives = negativeTo >= 0n ? withFraction(negativeFrom, negativeTo < MAX_GENERATED_INTEGER ? negativeTo : MAX_GENERATED_INTEGER) : null;
+  if (negatives) options.push(sequence(literal('-'), negatives));
   return options.length === 0 ? null : choice(options);
 }
 
