@@ -189,6 +189,22 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['an empty type list in a property', { type: 'object', properties: { a: { type: [] } }, required: ['a'] }, 'type', '/properties/a/type'],
     ['an empty type list in prefixItems', { type: 'array', prefixItems: [{ type: [] }], minItems: 1 }, 'type', '/prefixItems/0/type'],
     ['an unknown keyword', { type: 'string', minLenght: 3 }, 'minLenght', '/minLenght'],
+    // Values no validator accepts, where the keyword cannot apply or is never reached.
+    ['a pattern that is no regular expression, on an integer', { type: 'integer', pattern: '([' }, 'pattern', '/pattern'],
+    ['a negative minLength on an integer', { type: 'integer', minLength: -5 }, 'minLength', '/minLength'],
+    ['a minimum that is a string, on a string', { type: 'string', maxLength: 3, minimum: 'x' }, 'minimum', '/minimum'],
+    ['an unknown type in a definition never used', { $defs: { u: { type: 'nope' } }, type: 'integer' }, 'type', '/$defs/u/type'],
+    ['nullable that is not a boolean', { type: 'integer', nullable: 'yes' }, 'nullable', '/nullable'],
+    ['a title that is not a string', { type: 'integer', title: { x: 1 } }, 'title', '/title'],
+    ['uniqueItems that is not a boolean', { type: 'array', items: { enum: [1, 2] }, uniqueItems: 'yes', minItems: 2, maxItems: 2 }, 'uniqueItems', '/uniqueItems'],
+    ['a property schema that is a number', { type: 'object', properties: { a: 5 } }, 'properties', '/properties'],
+    ['a keyword named as what every object inherits, holding a number', { type: 'integer', toString: 0 }, 'toString', '/toString'],
+    ['$id below the root, which would change what $ref resolves against', {
+      $id: 'http://x.test/root.json', $defs: { c: { type: 'string' } }, type: 'object',
+      properties: { v: { $id: 'http://x.test/b.json', $defs: { c: { type: 'boolean' } }, $ref: '#/$defs/c' } },
+    }, '$id', '/properties/v/$id'],
+    ['minProperties above 1 on a map, whose keys could repeat', { type: 'object', additionalProperties: { type: 'integer' }, minProperties: 2 }, 'minProperties', '/minProperties'],
+    ['minProperties above 1 on an open object', { type: 'object', minProperties: 2 }, 'minProperties', '/minProperties'],
   ];
   for (const [name, schema, keyword, pointer] of unsupported) {
     test(`unsupported, naming the keyword: ${name}`, () => {

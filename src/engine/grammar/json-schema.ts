@@ -15,6 +15,7 @@ import {
   NUMBER_KEYWORDS, OBJECT_KEYWORDS, pointerSegment, STRING_KEYWORDS, UnsupportedSchemaError, type JsonType, type Schema,
 } from './schema-keywords.js';
 import { oneOfIsDisjoint } from './one-of.js';
+import { checkSchemaValues } from './schema-values.js';
 
 /** Repetition bounds (minLength, minItems, ...) above this are not expanded into a grammar. */
 export const MAX_REPETITION = MAX_PATTERN_REPETITION;
@@ -51,6 +52,7 @@ export class JsonSchemaTranslator {
 
   /** The GBNF expression of a whole schema document (its own `$ref`s resolve within it). */
   translate(root: unknown): string {
+    checkSchemaValues(root);
     this.sawCycle = false;
     const expression = new SchemaScope(this, root).visit(root, '', new Set(), 0);
     // A cycle that every value must go around again (`{"properties": {"a": {"$ref": "#"}},
@@ -405,6 +407,8 @@ class SchemaScope {
       const key = this.json.string;
       const member = this.rules.define('extra-member', `${key} ${this.json.ws} ":" ${this.json.ws} ${extra}`);
       if (maxProperties !== null && maxProperties < minProperties) unsupported('maxProperties', pointer, 'maxProperties is below minProperties');
+      // Nothing in a grammar keeps the keys it writes apart: {"a": 1, "a": 2} parses to one property.
+      if (minProperties > 1) unsupported('minProperties', pointer, 'minProperties above 1 is not supported on an object without properties: the keys written could repeat');
       return this.rules.define('object-map', `"{" ${this.json.ws} ${this.separated(member, minProperties, maxProperties)} ${this.json.ws} "}"`);
     }
     if (minProperties > requiredCount) unsupported('minProperties', pointer, 'minProperties is supported up to the number of required properties');
