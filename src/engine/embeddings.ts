@@ -103,12 +103,13 @@ export function vocabularySize(model: LlamaModel): number {
   return metadata.tokenizer?.ggml?.tokens?.length ?? 0;
 }
 
-function normalize(vector: readonly number[], dimensions: number): number[] {
+/** LMSP 14: L2-normalised; null for a vector of zeros, which has no direction to keep. */
+function normalize(vector: readonly number[], dimensions: number): number[] | null {
   const kept = vector.slice(0, dimensions);
   let sum = 0;
   for (const value of kept) sum += value * value;
   const norm = Math.sqrt(sum);
-  return norm === 0 ? kept : kept.map((value) => value / norm);
+  return norm === 0 || !Number.isFinite(norm) ? null : kept.map((value) => value / norm);
 }
 
 /** Validates the inputs and returns them as token lists (with the model's BOS/EOS added later by node-llama-cpp). */
@@ -157,12 +158,15 @@ export async function embed(send: (message: RunnerMessage) => void, contexts: Em
       for (const [index, input] of inputs.entries()) {
         if (isCancelled()) return null;
         const { vector } = await context.getEmbeddingFor(input);
-        // A broken file can give no vector, or one of NaNs: an error, never a 200 with it.
+        // A broken file can give no vector, one of NaNs, or one of zeros (cosine similarity with
+        // it is NaN): an error, never a 200 with it.
         if (vector.length !== size || !vector.every(Number.isFinite)) {
           throw new Error(`the model gave no usable embedding for input[${index}] (${vector.length} values where it has ${size}, `
             + `${vector.filter((value) => !Number.isFinite(value)).length} of them not finite numbers)`);
         }
-        vectors.push(normalize(vector, dimensions));
+        const normalized = normalize(vector, dimensions);
+        if (!normalized) throw new Error(`the model gave no usable embedding for input[${index}] (its first ${dimensions} values are all 0 or too large to normalise)`);
+        vectors.push(normalized);
       }
       return vectors;
     });

@@ -240,7 +240,11 @@ describe('Embeddings API (LMSP section 14)', () => {
         ['tokenizer.ggml.merges', { type: 'array', itemType: 'string', values: ['a b'] }]])).status, 201);
       // A NaN norm epsilon: llama.cpp loads it, then aborts while computing.
       assert.equal((await variant('nan-epsilon', [['llama.attention.layer_norm_rms_epsilon', { type: 'f32', value: NaN }]])).status, 201);
-      for (const [model, message] of [['no-vector', /no usable embedding for input\[0\]/], ['nan-epsilon', /^engine_error: /]] as const) {
+      // Token embeddings of zeros: every vector is zeros, which has no direction to normalise.
+      const zeros = { ...tiny, tensors: tiny.tensors.map((tensor) => tensor.name === 'token_embd.weight' ? { ...tensor, values: () => new Float32Array(tensor.values().length) } : tensor) };
+      writeGgufFile(join(service.dataDir, 'models', 'zero-vector.gguf'), zeros);
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'zero-vector.gguf', id: 'zero-vector' } })).status, 201);
+      for (const [model, message] of [['no-vector', /no usable embedding for input\[0\]/], ['nan-epsilon', /^engine_error: /], ['zero-vector', /no usable embedding for input\[0\] \(its first 64 values are all 0/]] as const) {
         const response = await api(service, '/v1/embeddings', { method: 'POST', json: { model, input: 'hello' } });
         const text = await response.text();
         assert.equal(response.status, 500, `${model}: ${text}`);
