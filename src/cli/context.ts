@@ -228,6 +228,35 @@ export interface CliFailure {
   param?: string | null;
 }
 
+/** A known failure as the command reports it: its document for `--json`, its message, its exit code. */
+export interface DescribedFailure {
+  failure: CliFailure;
+  text: string;
+  exitCode: number;
+}
+
+/** What a command that failed with `error` says, or null for an error nobody foresaw (a bug: its stack is shown). */
+export function describeFailure(error: unknown): DescribedFailure | null {
+  const described = (failure: CliFailure, text: string, exitCode: number): DescribedFailure => ({ failure, text, exitCode });
+  if (error instanceof CliError) return described({ code: error.code, message: error.message }, error.message, error.exitCode);
+  if (error instanceof DatabaseOpenError) return described({ code: databaseErrorCode(error.exitCode), message: error.message }, error.message, error.exitCode);
+  if (error instanceof ConfigError) return described({ code: 'invalid_usage', message: error.message }, error.message, EXIT_USAGE);
+  if (error instanceof LmspApiError || error instanceof ServiceError) {
+    return described({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.status} ${error.code})`, 1);
+  }
+  const code = (error as NodeJS.ErrnoException).code ?? ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ECONNREFUSED') {
+    const message = 'cannot reach the lmsp service: is it running?';
+    return described({ code: 'service_not_running', message }, message, EXIT_NOT_RUNNING);
+  }
+  if (isConnectionFailure(error)) {
+    // The service went away in the middle of the command (it stopped, or was killed).
+    const message = `lost the connection to the lmsp service (${String(((error as Error).cause as Error | undefined)?.message ?? (error as Error).message)})`;
+    return described({ code: 'connection_lost', message }, message, 1);
+  }
+  return null;
+}
+
 /**
  * Runs a command's action, turning known failures into a message and an exit code. With
  * `--json` the failure is the command's one JSON document on stdout too (LMSP 12), unless the
@@ -236,31 +265,12 @@ export interface CliFailure {
 export function action<A extends unknown[]>(run: (...args: A) => Promise<void> | void): (...args: A) => Promise<void> {
   return async (...args: A) => {
     const json = (args.at(-1) as Command | undefined)?.opts?.().json === true;
-    const failWith = (failure: CliFailure, text: string, exitCode: number): never => fail(text, exitCode, json ? failure : undefined);
     try {
       await run(...args);
     } catch (error) {
-      if (error instanceof CliError) failWith({ code: error.code, message: error.message }, error.message, error.exitCode);
-      if (error instanceof DatabaseOpenError) failWith({ code: databaseErrorCode(error.exitCode), message: error.message }, error.message, error.exitCode);
-      if (error instanceof ConfigError) failWith({ code: 'invalid_usage', message: error.message }, error.message, EXIT_USAGE);
-      if (error instanceof LmspApiError) {
-        failWith({ status: error.status, code: error.code, message: error.message, param: error.param },
-          `${error.message} (${error.status} ${error.code})`, 1);
-      }
-      if (error instanceof ServiceError) {
-        failWith({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.status} ${error.code})`, 1);
-      }
-      const code = (error as NodeJS.ErrnoException).code ?? ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
-      if (code === 'ECONNREFUSED') {
-        const message = 'cannot reach the lmsp service: is it running?';
-        failWith({ code: 'service_not_running', message }, message, EXIT_NOT_RUNNING);
-      }
-      if (isConnectionFailure(error)) {
-        // The service went away in the middle of the command (it stopped, or was killed).
-        const message = `lost the connection to the lmsp service (${String(((error as Error).cause as Error | undefined)?.message ?? (error as Error).message)})`;
-        failWith({ code: 'connection_lost', message }, message, 1);
-      }
-      throw error;
+      const described = describeFailure(error);
+      if (!described) throw error;
+      fail(described.text, described.exitCode, json ? described.failure : undefined);
     }
   };
 }

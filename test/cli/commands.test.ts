@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
 import { openSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -169,16 +171,41 @@ describe('lmsp tasks events --json refused half-way', () => {
     }));
 });
 
-describe('lmsp tasks events --follow --json stopped by Ctrl-C', () => {
+describe('lmsp tasks events --follow --json cut short', () => {
   test('closes the list, so stdout stays one JSON document, and exits 130', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
       const { taskId, cli } = await followBackground(service, { max_output_tokens: 3000 }, 5);
       cli.child.kill('SIGINT');
       assert.equal(await cli.closed, 130, cli.stderr());
-      const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }> };
+      const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }>; has_more: boolean };
       assert.equal(list.object, 'list');
       assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
+      assert.equal(list.has_more, true, 'the task has more events than were listed');
       assert.equal((await service.client.getTask(taskId)).status, 'running', 'following is not cancelling');
+    }));
+
+  test('a failure after the list began closes it with has_more true and the error, so a script can tell it from a whole log', { timeout: 90_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
+      const { cli } = await followBackground(service, { max_output_tokens: 3000 }, 5);
+      // The service dies, and what answers at its address next refuses the follower for good.
+      await service.kill();
+      const impostor = createServer((_request, response) => {
+        response.writeHead(500, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ error: { type: 'server_error', code: 'internal_error', message: 'Something broke.', param: null } }));
+      });
+      impostor.listen(Number(new URL(service.url).port), '127.0.0.1');
+      await once(impostor, 'listening');
+      try {
+        assert.equal(await cli.closed, 1, cli.stderr());
+      } finally {
+        impostor.close();
+      }
+      const list = JSON.parse(cli.stdout()) as { data: Array<{ sequence_number: number }>; has_more: boolean; error: { code: string; status: number; message: string } };
+      assert.ok(list.data.length > 0);
+      assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
+      assert.equal(list.has_more, true);
+      assert.deepEqual([list.error.code, list.error.status, list.error.message], ['internal_error', 500, 'Something broke.']);
+      assert.match(cli.stderr(), /Something broke\. \(500 internal_error\)/);
     }));
 });
 

@@ -59,7 +59,7 @@ export function registerRun(program: Command): void {
     .option('--top-p <p>', '0 to 1')
     .option('--instructions <text>', 'system instructions')
     .option('--on-restart <policy>', `what a restart does to the task: ${RESTART_POLICIES.join(', ')}`)
-    .option('--no-stats', 'do not print token counts and speed on stderr'))
+    .option('--no-stats', 'do not print token counts and speed (printed on stderr when it is a terminal)'))
     .action(action(async (model: string, promptWords: string[], options: RunOptions) => {
       const input = await promptOf(promptWords);
       if (options.onRestart && !(RESTART_POLICIES as readonly string[]).includes(options.onRestart)) {

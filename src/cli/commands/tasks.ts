@@ -5,7 +5,8 @@ import type { LmspClient } from '../../api/client.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
 import { TASK_STATUSES, type TaskStatus } from '../../domain/tasks.js';
 import {
-  action, beginJsonDocument, CliError, EXIT_INTERRUPTED, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions, type CommonOptions,
+  action, beginJsonDocument, CliError, describeFailure, EXIT_INTERRUPTED, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions,
+  type CliFailure, type CommonOptions,
 } from '../context.js';
 
 /** One line per event, for people. */
@@ -106,13 +107,12 @@ export function registerTasks(program: Command): void {
         process.stdout.write(`${printed === 0 ? '{"object":"list","data":[\n' : ',\n'}${JSON.stringify(event)}`);
         printed += 1;
       };
-      const closing = () => `${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":false}\n`;
-      const close = () => {
-        if (options.json) process.stdout.write(closing());
-      };
+      // A list cut short says so: `has_more` true, and with the failure that cut it, its `error`.
+      const closing = (cut?: { error: CliFailure | null }) => `${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":${cut ? 'true' : 'false'}`
+        + `${cut?.error ? `,"error":${JSON.stringify(cut.error)}` : ''}}\n`;
       // Ctrl-C while following ends the list too: stdout stays one JSON document (exit 130, as a
       // shell reports a command stopped by SIGINT).
-      if (options.json && options.follow) process.once('SIGINT', () => process.stdout.write(closing(), () => process.exit(EXIT_INTERRUPTED)));
+      if (options.json && options.follow) process.once('SIGINT', () => process.stdout.write(closing({ error: null }), () => process.exit(EXIT_INTERRUPTED)));
       // A failure after the list began closes it first, so that stdout stays one JSON document.
       try {
         if (!options.follow) {
@@ -132,10 +132,10 @@ export function registerTasks(program: Command): void {
           });
         }
       } catch (error) {
-        if (printed > 0) close();
+        if (options.json && printed > 0) process.stdout.write(closing({ error: describeFailure(error)?.failure ?? { code: 'command_failed', message: String(error) } }));
         throw error;
       }
-      close();
+      if (options.json) process.stdout.write(closing());
     }));
 
   withCommonOptions(tasks.command('cancel <id>').description('cancel a task (a task id, or a response id)'))
