@@ -10,8 +10,10 @@
  * - a grammar state is a function of the tokens accepted, and the output split (content, tool
  *   calls, held text) a function of the text, so both are rebuilt by replaying the snapshot.
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { TokenBias, type LlamaContextSequence, type LlamaGrammarEvaluationState, type LlamaModel, type Token } from 'node-llama-cpp';
 import { sleep } from '../time.js';
 import { Detokenizer, replayGroups } from './detokenizer.js';
@@ -159,11 +161,41 @@ function statePath(settings: RunnerSettings, taskId: string): string {
   return join(settings.stateDir, `${taskId}.state`);
 }
 
+/** The SHA-256 of a saved state, beside it: llama.cpp checks a state's layout, never its values. */
+function digestPath(settings: RunnerSettings, taskId: string): string {
+  return `${statePath(settings, taskId)}.sha256`;
+}
+
+async function fileDigest(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  await pipeline(createReadStream(path), hash);
+  return hash.digest('hex');
+}
+
+/**
+ * Saves the sequence's state, with its digest. A state is a cache (the committed tokens rebuild
+ * it), so nothing is synced to disk: after a power cut or a disk error, a state whose bytes are
+ * not the ones saved fails its digest and is rebuilt rather than resumed from, which would change
+ * the text (LMSP 7.5). The state is renamed into place before its digest: in between, a crash
+ * leaves a state without its own digest, which is not trusted either.
+ */
 async function saveState(settings: RunnerSettings, sequence: LlamaContextSequence, taskId: string): Promise<void> {
   mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
   const temporary = `${statePath(settings, taskId)}.tmp`;
   await sequence.saveStateToFile(temporary);
+  const digest = await fileDigest(temporary);
+  rmSync(digestPath(settings, taskId), { force: true });
   renameSync(temporary, statePath(settings, taskId));
+  writeFileSync(digestPath(settings, taskId), digest, { mode: 0o600 });
+}
+
+/** Whether the saved state is whole: its digest is there and matches. */
+async function stateIsWhole(settings: RunnerSettings, taskId: string): Promise<boolean> {
+  try {
+    return readFileSync(digestPath(settings, taskId), 'utf8') === await fileDigest(statePath(settings, taskId));
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -175,6 +207,8 @@ async function restore(settings: RunnerSettings, sequence: LlamaContextSequence,
   const expected = [...prompt, ...resume];
   let evaluated = 0; // tokens of `expected` in the sequence
   const path = statePath(settings, taskId);
+  // A state that is not the one saved (damaged on disk) is dropped: the tokens rebuild it.
+  if (existsSync(path) && !await stateIsWhole(settings, taskId)) rmSync(path, { force: true });
   if (existsSync(path)) {
     try {
       await sequence.loadStateFromFile(path, { acceptRisk: true });
@@ -329,6 +363,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
   } finally {
     rmSync(statePath(settings, taskId), { force: true });
     rmSync(`${statePath(settings, taskId)}.tmp`, { force: true });
+    rmSync(digestPath(settings, taskId), { force: true });
     await slot.release();
   }
 }

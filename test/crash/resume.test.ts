@@ -3,7 +3,7 @@
  * ends with exactly the text of an uninterrupted run, and its deltas concatenate to that text.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { CreateResponseBody, TaskEvent } from '../../src/api/types.js';
@@ -38,11 +38,26 @@ async function deltasOf(service: TestService, taskId: string): Promise<{ text: s
 }
 
 /** Runs `body` in the background, kills the service once `killAt` tokens are committed, resumes. */
-async function killAndResume(service: TestService, body: CreateResponseBody, killAt: number, options: { dropStates?: boolean } = {}): Promise<{ service: TestService; text: string; resumedFrom: number }> {
+async function killAndResume(service: TestService, body: CreateResponseBody, killAt: number,
+  options: { dropStates?: boolean; damageStates?: boolean } = {}): Promise<{ service: TestService; text: string; resumedFrom: number }> {
   const created = await service.client.createResponse({ ...body, background: true, on_restart: 'resume' });
   await waitFor(async () => ((await service.client.getResponse(created.body.id)).usage?.output_tokens ?? 0) >= killAt, { what: `${killAt} tokens` });
+  if (options.damageStates) {
+    // Wait for a saved state, so that there is one to damage.
+    await waitFor(() => readdirSync(join(service.dataDir, 'state')).some((name) => name.endsWith('.state')), { what: 'a saved state' });
+  }
   await service.kill();
   if (options.dropStates) rmSync(join(service.dataDir, 'state'), { recursive: true, force: true });
+  if (options.damageStates) {
+    // As a disk error or a power cut could: the layout llama.cpp checks is intact, some of the
+    // cached values are zeros.
+    for (const name of readdirSync(join(service.dataDir, 'state')).filter((file) => file.endsWith('.state'))) {
+      const path = join(service.dataDir, 'state', name);
+      const bytes = readFileSync(path);
+      bytes.fill(0, bytes.length - 2000, bytes.length - 1000);
+      writeFileSync(path, bytes);
+    }
+  }
   // Same options, token delay included: the next kill point is taken on this service, and without
   // the delay a generation can finish before the SIGKILL lands.
   const restarted = await service.restart();
@@ -85,6 +100,14 @@ describe('exact resume after SIGKILL (LMSP 7.5)', () => {
       const body = request({ temperature: 0.8, top_p: 0.9, seed: 7 });
       const expected = await textOf(service, (await service.client.createResponse(body)).body.id);
       const outcome = await killAndResume(service, body, 150, { dropStates: true });
+      assert.equal(outcome.text, expected);
+    }));
+
+  test('a saved state damaged on disk is not resumed from: the committed tokens are replayed and the text is still exact', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (service) => {
+      const body = request({ temperature: 1, seed: 777 });
+      const expected = await textOf(service, (await service.client.createResponse(body)).body.id);
+      const outcome = await killAndResume(service, body, 150, { damageStates: true });
       assert.equal(outcome.text, expected);
     }));
 });
