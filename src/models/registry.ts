@@ -271,6 +271,20 @@ export class ModelRegistry {
   }
 
   /**
+   * LMSP 5 for a model a runner holds already, before each use: llama.cpp maps the file, so an
+   * edit in place reaches the loaded model, and a file cut short ends its runner (SIGBUS). The
+   * file's stamp is compared with the record (one lstat); a change is checked as before a load
+   * (hashed again), and a changed digest fails the request and marks the model.
+   */
+  async checkLoaded(id: string): Promise<void> {
+    const model = this.store.models.get(id);
+    if (!model) throw new EngineError('model_not_found', `the model '${id}' is no longer registered`);
+    const info = await lstat(model.path, { bigint: true }).catch(() => null);
+    if (model.status === 'ready' && info?.isFile() && sameFile(model, fileStampOf(info))) return;
+    await this.checkBeforeLoad(id);
+  }
+
+  /**
    * For the engine to call once a runner has loaded `verified` (what `checkBeforeLoad` returned):
    * the file must still be the one checked, or the runner may have read other bytes than those
    * hashed (a file renamed into place, or edited, between the check and the load). Nothing is

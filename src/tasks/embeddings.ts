@@ -93,8 +93,11 @@ async function compute(core: Pick<TaskCore, 'registry' | 'engine'>, model: Model
   signal?: AbortSignal): Promise<EmbeddingList> {
   const { inputs, single } = embeddingInputs(body.input);
   try {
-    // LMSP 5: the file is checked against its record before a runner loads it, and is still that file once loaded.
-    const verified = core.engine.loadedModelIds().has(model.id) ? null : await core.registry.checkBeforeLoad(model.id);
+    // LMSP 5: the file is checked against its record before a runner loads it, and is still that
+    // file once loaded, and at each use of a runner that holds it.
+    const loaded = core.engine.loadedModelIds().has(model.id);
+    if (loaded) await core.registry.checkLoaded(model.id);
+    const verified = loaded ? null : await core.registry.checkBeforeLoad(model.id);
     const result = await core.engine.embed({ id: model.id, path: model.path, digest: model.digest },
       { inputs, ...(body.dimensions != null ? { dimensions: body.dimensions } : {}) }, signal,
       verified ? core.registry.confirmUnchanged(verified) : undefined);

@@ -203,11 +203,14 @@ export class Scheduler {
         }
       }
       if (!lease) throw new EngineError('model_not_found', `the model '${task.model}' is no longer registered`);
-      if (lease.needsLoad) {
+      const loads = lease.needsLoad;
+      if (loads) {
         const verified = await this.core.registry.checkBeforeLoad(task.model);
         await lease.load(abort.signal, this.core.registry.confirmUnchanged(verified));
       }
       if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return false;
+      // A runner that held the model already: its file is still the one hashed (LMSP 5).
+      if (!loads) await this.core.registry.checkLoaded(task.model);
 
       const current = store.tasks.get(task.id);
       if (!current) return false;

@@ -152,6 +152,31 @@ describe('model registry (LMSP section 5)', () => {
     assert.equal(((await (await api(service, '/v1/models/shrunk/verify', { method: 'POST' })).json()) as ModelObject).status, 'missing');
   }));
 
+  test('a loaded model whose file is edited in place is checked before its next use: the task and the embedding fail with model_digest_mismatch', () => withService({}, async (service) => {
+    const path = join(service.dataDir, 'models', 'loaded.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'loaded.gguf', id: 'loaded' })).status, 201);
+    const first = await service.client.createResponse({ model: 'loaded', input: 'hi', max_output_tokens: 3 });
+    assert.equal(first.body.status, 'incomplete');
+    assert.equal((await service.client.getModel('loaded')).loaded, true);
+    // Same inode, other bytes: llama.cpp's mapping of the file now reads them.
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.from([0x7f]), 0, 1, 200_000);
+    closeSync(fd);
+    const answer = await service.client.createResponse({ model: 'loaded', input: 'hi', max_output_tokens: 3 });
+    assert.equal(answer.body.status, 'failed');
+    assert.equal(answer.body.error?.code, 'model_digest_mismatch');
+    assert.equal((await service.client.getModel('loaded')).status, 'digest_mismatch');
+    const embedded = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'loaded', input: 'hi' } });
+    assert.equal(embedded.status, 409);
+    assert.equal(((await embedded.json()) as { error: { code: string } }).error.code, 'model_digest_mismatch');
+    // The file put back as it was registered serves again.
+    copyFileSync(tinyPath(service), path);
+    const verified = (await (await api(service, '/v1/models/loaded/verify', { method: 'POST' })).json()) as ModelObject;
+    assert.equal(verified.status, 'ready');
+    assert.equal((await service.client.createResponse({ model: 'loaded', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
+  }));
+
   test('a file changed with its modification time set back is still hashed again before it loads', () => withService({}, async (service) => {
     // Size and mtime alone would pass it: `touch -r` sets an mtime back, nothing sets a ctime back.
     const path = join(service.dataDir, 'models', 'disguised.gguf');
