@@ -174,6 +174,31 @@ export class IdempotencyTable {
     return JSON.parse(unseal(row.body ?? '{}', key.sealingKey)) as StoredAnswer;
   }
 
+  /** Keyed requests of this process between their look-up of the key and its recording. */
+  private readonly underway = new Map<string, { fingerprint: string; settled: Promise<unknown> }>();
+
+  /**
+   * Runs `work` (the look-up of a key, the preparation of its effect, the transaction that
+   * records it) as the only one underway with this key: the same request again waits for the one
+   * before it and then finds its answer, rather than preparing the same effect twice (a
+   * registration hashes the whole file); another request with the key is 422 at once.
+   */
+  async exclusively<T>(key: IdempotencyKey | null, work: () => Promise<T>): Promise<T> {
+    if (!key) return work();
+    const id = `${key.scope}\n${key.keyHash}`;
+    for (let before = this.underway.get(id); before; before = this.underway.get(id)) {
+      if (before.fingerprint !== key.fingerprint) throw new ServiceError('idempotency_key_reused');
+      await before.settled.catch(() => undefined);
+    }
+    const settled = work();
+    this.underway.set(id, { fingerprint: key.fingerprint, settled });
+    try {
+      return await settled;
+    } finally {
+      if (this.underway.get(id)?.settled === settled) this.underway.delete(id);
+    }
+  }
+
   /** Records the key with what the effect answered (inside the effect's transaction). */
   record(key: IdempotencyKey, recording: Recording, now = nowSeconds()): void {
     const expiresAt = now + Math.ceil(key.ttlMs / 1000);
@@ -240,18 +265,20 @@ export async function runIdempotent<P, R>(db: Database, table: IdempotencyTable,
   prepare: () => P | Promise<P>;
   effect: (context: WriteContext, prepared: P) => { result: R; record: Recording };
 }): Promise<IdempotentOutcome<R>> {
-  if (key) {
-    const early = table.find(key);
-    if (early) return { replay: early };
-  }
-  const prepared = await steps.prepare();
-  return db.write((context): IdempotentOutcome<R> => {
+  return table.exclusively(key, async () => {
     if (key) {
-      const prior = table.find(key);
-      if (prior) return { replay: prior };
+      const early = table.find(key);
+      if (early) return { replay: early };
     }
-    const { result, record } = steps.effect(context, prepared);
-    if (key) table.record(key, record);
-    return { result };
+    const prepared = await steps.prepare();
+    return db.write((context): IdempotentOutcome<R> => {
+      if (key) {
+        const prior = table.find(key);
+        if (prior) return { replay: prior };
+      }
+      const { result, record } = steps.effect(context, prepared);
+      if (key) table.record(key, record);
+      return { result };
+    });
   });
 }
