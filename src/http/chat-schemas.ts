@@ -4,8 +4,8 @@
  * (tasks/prepare-chat-completion.ts). Unknown fields are ignored (LMSP 2).
  */
 import { RESTART_POLICIES } from '../domain/tasks.js';
+import { seedSchema } from './schemas.js';
 
-const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
 const contentPart = {
   type: 'object',
@@ -98,7 +98,7 @@ export const createChatCompletionBody = {
       type: ['object', 'null'], additionalProperties: { type: 'number' },
       description: "Token id (a decimal string) to a bias from -100 to 100 added to the token's logit; -100 bans it. At most 1024 tokens.",
     },
-    seed: { type: ['integer', 'null'], minimum: -MAX_SAFE, maximum: MAX_SAFE },
+    seed: seedSchema,
     n: { type: ['integer', 'null'], minimum: 1, description: 'Only 1.' },
     stop: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }, { type: 'null' }], description: 'A string or up to 4.' },
     stream: { type: ['boolean', 'null'] },

@@ -6,7 +6,8 @@
 import { RESTART_POLICIES, TASK_KINDS, TASK_STATUSES } from '../domain/tasks.js';
 import { MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
 
-const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+/** OpenAI's seed is a 64-bit integer (Python clients draw them with getrandbits(63)); beyond 2^53 JSON gives the nearest double. */
+export const seedSchema = { type: ['integer', 'null'], minimum: -(2 ** 63), maximum: 2 ** 63 } as const;
 
 /** OpenAI's `include` values for a response (`ResponseIncludable`). */
 const RESPONSE_INCLUDABLES = [
@@ -144,7 +145,7 @@ export const createResponseBody = {
     max_output_tokens: { type: ['integer', 'null'], minimum: 1, description: "1 to the model's context length; default 1024." },
     temperature: { type: ['number', 'null'], minimum: 0, maximum: 2, description: '0 is greedy; default 1.' },
     top_p: { type: ['number', 'null'], minimum: 0, maximum: 1, description: 'Default 1.' },
-    seed: { type: ['integer', 'null'], minimum: -MAX_SAFE, maximum: MAX_SAFE, description: 'LMSP: fixes the sampling; chosen and recorded when absent.' },
+    seed: { ...seedSchema, description: 'LMSP: fixes the sampling; chosen and recorded when absent.' },
     stream: { type: ['boolean', 'null'], description: 'Answer with server-sent events.' },
     background: { type: ['boolean', 'null'], description: 'Answer 202 once the task is on disk.' },
     store: { type: ['boolean', 'null'], description: 'false: delete the response as soon as it finishes.' },

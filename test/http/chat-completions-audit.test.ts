@@ -26,6 +26,23 @@ async function expectError(response: Response, status: number, code: string, par
 }
 
 describe('chat completions and embeddings, from a client author\'s side', () => {
+  test('a 64-bit seed, as OpenAI takes and Python clients draw, is taken on both APIs and samples the same text each time; beyond 64 bits it is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
+    for (const seed of ['9223372036854775807', '-9223372036854775808', '4611686018427387904']) {
+      const body = `{"model": "lmsp-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "seed": ${seed}}`;
+      const texts = [];
+      for (let run = 0; run < 2; run++) {
+        const answer = await api(service, '/v1/chat/completions', { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+        assert.equal(answer.status, 200, `${seed}: ${await answer.clone().text()}`);
+        texts.push((await json<ChatCompletionObject>(answer)).choices[0]!.message.content);
+      }
+      assert.equal(texts[0], texts[1], `seed ${seed} samples the same text`);
+      const response = await api(service, '/v1/responses', { method: 'POST', body: `{"model": "lmsp-tiny", "input": "hi", "max_output_tokens": 3, "seed": ${seed}}`, headers: { 'content-type': 'application/json' } });
+      assert.equal(response.status, 200, seed);
+      assert.equal((await json<{ seed: number }>(response)).seed, Number(seed));
+    }
+    await expectError(await chat(service, { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'hi' }], seed: 2 ** 64 }), 400, 'invalid_request', 'seed');
+  }));
+
   test('a list cursor that names no completion is 400 naming after, as the tasks list answers', { timeout: 60_000 }, () => withService({}, async (service) => {
     const created = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true }));
     await expectError(await api(service, '/v1/chat/completions?after=chatcmpl-unknown'), 400, 'invalid_request', 'after');
