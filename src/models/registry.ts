@@ -2,7 +2,7 @@
  * The model registry (LMSP section 5): registering GGUF files by content digest, checking their
  * integrity before every load, and the built-in `lmsp-tiny`.
  */
-import { existsSync, lstatSync, mkdirSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { lstat, readlink, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
@@ -203,12 +203,16 @@ export class ModelRegistry {
    */
   observe(model: Model): Model {
     let info;
+    let real;
     try {
       info = lstatSync(model.path);
+      real = realpathSync(model.path);
     } catch {
       return { ...model, status: 'missing' };
     }
-    if (!info.isFile()) return { ...model, status: 'digest_mismatch' };
+    // The path was recorded as the file's real path: a link put at it, or at a folder above it,
+    // leads elsewhere.
+    if (!info.isFile() || real !== model.path) return { ...model, status: 'digest_mismatch' };
     if (model.status === 'missing' && info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) return { ...model, status: 'ready' };
     return model;
   }

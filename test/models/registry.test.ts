@@ -297,6 +297,9 @@ describe('model registry (LMSP section 5)', () => {
     const outsideDigest = `sha256:${createHash('sha256').update(readFileSync(join(elsewhere, 'secret'))).digest('hex')}`;
     renameSync(folder, `${folder}.old`);
     symlinkSync(elsewhere, folder);
+    // Seen at once, as a link at the file itself is, before any load or verify.
+    assert.equal((await service.client.getModel('probe')).status, 'digest_mismatch');
+    assert.equal((await service.client.listModels()).find((model) => model.id === 'probe')?.status, 'digest_mismatch');
     const answer = await service.client.createResponse({ model: 'probe', input: 'hi', max_output_tokens: 3 });
     assert.equal(answer.body.status, 'failed');
     assert.equal(answer.body.error?.code, 'model_digest_mismatch');
