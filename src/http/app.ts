@@ -10,7 +10,7 @@ import { ERROR_CODES, ServiceError, invalidRequest } from '../domain/errors.js';
 import { SOFTWARE_VERSION } from '../paths.js';
 import { newRequestId } from '../ids.js';
 import { isStorageError, toStorageUnavailable } from '../store/db.js';
-import type { AppContext, RouteAccess } from './context.js';
+import type { AppContext, RouteAccess, RouteAnswers } from './context.js';
 import { registerAuth } from './auth.js';
 import {
   answerWhatNodeWouldRefuse, clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
@@ -160,6 +160,25 @@ export interface RouteEntry {
 
 const routeTables = new WeakMap<FastifyInstance, RouteEntry[]>();
 
+/** Every route's errors in the OpenAPI document: one shape, LMSP section 9 (docs/errors.md lists the codes). */
+const ERROR_ANSWER = {
+  description: 'An error: its HTTP status and code are listed in docs/errors.md.',
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['type', 'code', 'message', 'param'],
+      properties: {
+        type: { type: 'string' },
+        code: { type: 'string' },
+        message: { type: 'string' },
+        param: { type: ['string', 'null'] },
+      },
+    },
+  },
+} as const;
+
 /** Every route of an app with the access it declares (for docs and for the test that checks them). */
 export function routeTable(app: FastifyInstance): RouteEntry[] {
   return routeTables.get(app) ?? [];
@@ -305,10 +324,15 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       security: [{ bearer: [] }],
     },
     transform: ({ schema, url, route }) => {
-      const access = (route.config as { access?: RouteAccess } | undefined)?.access;
+      const { access, answers } = (route.config ?? {}) as { access?: RouteAccess; answers?: RouteAnswers };
       const transformed = { ...(schema ?? {}) } as Record<string, unknown>;
       if (access === 'public') transformed.security = [];
       else if (access && access !== 'authenticated') transformed.description = `Needs the \`${access}\` scope.`;
+      // Only the document: the routes' answers are not serialized through these schemas.
+      transformed.response = {
+        ...Object.fromEntries(Object.entries(answers ?? { 200: 'OK' }).map(([status, description]) => [status, { description }])),
+        default: ERROR_ANSWER,
+      };
       return { schema: transformed as typeof schema, url };
     },
   });

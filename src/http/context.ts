@@ -29,9 +29,22 @@ export interface AppContext {
 /** What a route requires: a scope, any valid token, or nothing (LMSP section 4). */
 export type RouteAccess = Scope | 'authenticated' | 'public';
 
+/**
+ * A route's successful answers for the OpenAPI document, by status; absent: 200 alone. Errors
+ * are in the LMSP shape on every route (section 9) and documented once for all.
+ */
+export type RouteAnswers = Partial<Record<200 | 201 | 202, string>>;
+
+/** A cancel's answers (LMSP 7.4), on tasks and on responses alike. */
+export const CANCEL_ANSWERS: RouteAnswers = {
+  200: 'Cancelled, now or before',
+  202: 'Cancelling: the worker is stopping',
+};
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     access?: RouteAccess;
+    answers?: RouteAnswers;
   }
   interface FastifyRequest {
     client: Client | null;

@@ -37,7 +37,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     async (request) => revoke((request.params as { id: string }).id));
 
   app.post('/v1/pairing-codes', {
-    config: { access: 'admin' },
+    config: { access: 'admin', answers: { 201: 'The pairing code, shown once' } },
     schema: { body: pairingCodeBody },
     // Every field is optional: a POST without a body is the request `{}` (its key's fingerprint
     // too). A body of JSON `null` is a body, and not an object: 400 as on every other route.
@@ -69,7 +69,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     }
     attempts.set(request, attempt);
   };
-  app.post('/v1/pair', { config: { access: 'public' }, schema: { body: pairBody }, onRequest: countAttempt }, async (request, reply) => {
+  app.post('/v1/pair', { config: { access: 'public', answers: { 201: 'The client, with its token, shown once' } }, schema: { body: pairBody }, onRequest: countAttempt }, async (request, reply) => {
     const body = request.body as { code: string; client_name: string };
     const attempt = attempts.get(request)!;
     // Keys are scoped per pairing code; the answer holds the new token, sealed with the code.

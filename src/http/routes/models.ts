@@ -21,7 +21,7 @@ export function registerModelRoutes(app: FastifyInstance, context: AppContext): 
     return getModel(core, id, hasScope(clientOf(request), 'models:write'));
   });
 
-  app.post('/v1/models', { config: { access: 'models:write' }, schema: { body: registerModelBody } }, async (request, reply) => {
+  app.post('/v1/models', { config: { access: 'models:write', answers: { 201: 'The model, registered' } }, schema: { body: registerModelBody } }, async (request, reply) => {
     const body = request.body as { path: string; id?: string | null };
     const path = isAbsolute(body.path) ? body.path : resolve(core.registry.modelsDir, body.path);
     const outcome = await registerModel(core, { path, id: body.id ?? undefined }, { restrictToModelsDir: true }, clientKeyOf(request, context),

@@ -10,7 +10,7 @@ import { pullModelBody } from '../schemas.js';
 export function registerPullRoutes(app: FastifyInstance, context: AppContext): void {
   const { core, pulls } = context;
   if (!pulls) return;
-  app.post('/v1/models/pull', { config: { access: 'models:write' }, schema: { body: pullModelBody } }, async (request, reply) => {
+  app.post('/v1/models/pull', { config: { access: 'models:write', answers: { 202: 'The pull task, on disk (Location names it)' } }, schema: { body: pullModelBody } }, async (request, reply) => {
     const outcome = await createPull(core, clientOf(request), request.body as CreatePullBody, pulls.settings, clientKeyOf(request, context),
       { maxUnfinishedTasks: context.config.maxUnfinishedTasksPerClient });
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);

@@ -18,7 +18,7 @@ import {
   createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
 } from '../../tasks/responses.js';
 import { clientKeyOf, clientOf } from '../auth.js';
-import type { AppContext } from '../context.js';
+import { CANCEL_ANSWERS, type AppContext } from '../context.js';
 import { sendStoredAnswer } from '../idempotency.js';
 import { createResponseBody, idParams, retrieveResponseQuery } from '../schemas.js';
 import { streamStart, streamTaskEvents } from '../streams.js';
@@ -53,7 +53,8 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     return sendStoredAnswer(reply, await replayedPlainAnswer(core, answer, 'response'));
   };
 
-  app.post('/v1/responses', { config: { access: 'responses' }, schema: { body: createResponseBody } }, async (request, reply) => {
+  app.post('/v1/responses', {
+    config: { access: 'responses', answers: { 200: 'The finished response, or with stream: true its events (text/event-stream)', 202: 'With background: true, the response, its task on disk (Location names it)' } }, schema: { body: createResponseBody } }, async (request, reply) => {
     const client = clientOf(request);
     const body = request.body as CreateResponseBody;
     const key = clientKeyOf(request, context);
@@ -122,7 +123,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   }
 
   app.get('/v1/responses/:id', {
-    config: { access: 'responses' },
+    config: { access: 'responses', answers: { 200: 'The response, or with stream=true its events (text/event-stream)' } },
     schema: { params: idParams, querystring: retrieveResponseQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
@@ -136,7 +137,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     return responseView(core, task);
   });
 
-  app.post('/v1/responses/:id/cancel', { config: { access: 'responses' }, schema: { params: idParams } }, async (request, reply) => {
+  app.post('/v1/responses/:id/cancel', { config: { access: 'responses', answers: CANCEL_ANSWERS }, schema: { params: idParams } }, async (request, reply) => {
     const { id } = request.params as { id: string };
     const answer = await cancelTask(core, clientOf(request), clientKeyOf(request, context),
       (client) => visibleTaskOfResponse(core, client, id), (task) => responseView(core, task));

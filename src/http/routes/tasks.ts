@@ -9,7 +9,7 @@ import type { TaskKind, TaskStatus } from '../../domain/tasks.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { listTasks, taskEventsPage, visibleTask } from '../../tasks/task-queries.js';
 import { clientKeyOf, clientOf } from '../auth.js';
-import type { AppContext } from '../context.js';
+import { CANCEL_ANSWERS, type AppContext } from '../context.js';
 import { sendStoredAnswer } from '../idempotency.js';
 import { idParams, listTasksQuery, taskEventsQuery } from '../schemas.js';
 import { sequenceNumberOf, streamStart, streamTaskEvents, wantsEventStream } from '../streams.js';
@@ -34,7 +34,7 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
   });
 
   app.get('/v1/tasks/:id/events', {
-    config: { access: 'authenticated' },
+    config: { access: 'authenticated', answers: { 200: 'A page of the events, or with stream=true the events as they come (text/event-stream)' } },
     schema: { params: idParams, querystring: taskEventsQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
@@ -48,7 +48,7 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
     return taskEventsPage(core, task, sequenceNumberOf(query.starting_after), query.limit);
   });
 
-  app.post('/v1/tasks/:id/cancel', { config: { access: 'authenticated' }, schema: { params: idParams } }, async (request, reply) => {
+  app.post('/v1/tasks/:id/cancel', { config: { access: 'authenticated', answers: CANCEL_ANSWERS }, schema: { params: idParams } }, async (request, reply) => {
     const { id } = request.params as { id: string };
     const answer = await cancelTask(core, clientOf(request), clientKeyOf(request, context),
       (client) => visibleTask(core, client, id), toTaskObject);
