@@ -80,7 +80,8 @@ export interface Interruption {
 export const SERVICE_RESTART: Interruption = {
   code: 'server_restarted',
   message: 'the service restarted before the task finished',
-  tooMany: (restarts, maxRestarts) => `the task was interrupted by a restart ${times(restarts)} (max_restarts is ${maxRestarts})`,
+  // The count holds its runner's deaths too: the last interruption is the one named.
+  tooMany: (restarts, maxRestarts) => `the task was interrupted ${times(restarts)} (max_restarts is ${maxRestarts}), the last time by a restart of the service`,
 };
 
 /**

@@ -244,13 +244,13 @@ describe('task state machine and its log (LMSP 7, 11.2)', () => {
     const after = store.tasks.get(task.id)!;
     assert.equal(after.status, 'failed');
     assert.equal(after.error?.code, 'server_restarted');
-    assert.equal(after.error?.message, 'the task was interrupted by a restart 4 times (max_restarts is 3)');
+    assert.equal(after.error?.message, 'the task was interrupted 4 times (max_restarts is 3), the last time by a restart of the service');
     assert.equal(after.restarts, 4);
     assertGapless(store, task.id);
     // With max_restarts 0 the first restart is one too many, and the message counts it in words.
     const once = taskIn(store, 'running', 'resume');
     store.db.transaction((c) => machineOf(store).recover(c, store.tasks.get(once.id)!, 0));
-    assert.equal(store.tasks.get(once.id)!.error?.message, 'the task was interrupted by a restart once (max_restarts is 0)');
+    assert.equal(store.tasks.get(once.id)!.error?.message, 'the task was interrupted once (max_restarts is 0), the last time by a restart of the service');
   }));
 
   for (const policy of RESTART_POLICIES) {
