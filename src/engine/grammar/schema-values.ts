@@ -20,37 +20,23 @@ const isBoolean: Check = (value) => typeof value === 'boolean';
 const isArray: Check = (value) => Array.isArray(value);
 const isType: Check = (value) => typeof value === 'string' && (JSON_TYPES as readonly string[]).includes(value);
 
+/** The same check for several keywords. */
+function each(keywords: string[], check: Check, what: string): Record<string, [Check, string]> {
+  return Object.fromEntries(keywords.map((keyword) => [keyword, [check, what]]));
+}
+
 /** Each keyword's value, with what the message says it must be. */
 const VALUES: Record<string, [Check, string]> = {
   type: [(value) => isType(value) || (Array.isArray(value) && value.every(isType) && new Set(value).size === value.length), `one of ${JSON_TYPES.join(', ')}, or an array of them without repeats`],
-  minLength: [isNonNegativeInteger, 'a non-negative integer'],
-  maxLength: [isNonNegativeInteger, 'a non-negative integer'],
-  minItems: [isNonNegativeInteger, 'a non-negative integer'],
-  maxItems: [isNonNegativeInteger, 'a non-negative integer'],
-  minProperties: [isNonNegativeInteger, 'a non-negative integer'],
-  maxProperties: [isNonNegativeInteger, 'a non-negative integer'],
-  minimum: [isNumber, 'a number'],
-  maximum: [isNumber, 'a number'],
-  exclusiveMinimum: [(value) => isNumber(value) || isBoolean(value), "a number (or draft 4's boolean)"],
-  exclusiveMaximum: [(value) => isNumber(value) || isBoolean(value), "a number (or draft 4's boolean)"],
+  ...each(['minLength', 'maxLength', 'minItems', 'maxItems', 'minProperties', 'maxProperties'], isNonNegativeInteger, 'a non-negative integer'),
+  ...each(['minimum', 'maximum'], isNumber, 'a number'),
+  ...each(['exclusiveMinimum', 'exclusiveMaximum'], (value) => isNumber(value) || isBoolean(value), "a number (or draft 4's boolean)"),
   multipleOf: [(value) => isNumber(value) && (value as number) > 0, 'a number above 0'],
   pattern: [(value) => typeof value === 'string' && compiles(value), 'a regular expression (ECMA-262)'],
-  format: [isString, 'a string'],
-  uniqueItems: [isBoolean, 'a boolean'],
-  nullable: [isBoolean, 'a boolean'],
-  deprecated: [isBoolean, 'a boolean'],
-  readOnly: [isBoolean, 'a boolean'],
-  writeOnly: [isBoolean, 'a boolean'],
+  ...each(['format', 'title', 'description', '$comment', '$ref', '$schema', '$id', '$anchor'], isString, 'a string'),
+  ...each(['uniqueItems', 'nullable', 'deprecated', 'readOnly', 'writeOnly'], isBoolean, 'a boolean'),
   required: [(value) => Array.isArray(value) && value.every(isString), 'an array of strings'],
-  enum: [isArray, 'an array'],
-  examples: [isArray, 'an array'],
-  title: [isString, 'a string'],
-  description: [isString, 'a string'],
-  $comment: [isString, 'a string'],
-  $ref: [isString, 'a string'],
-  $schema: [isString, 'a string'],
-  $id: [isString, 'a string'],
-  $anchor: [isString, 'a string'],
+  ...each(['enum', 'examples'], isArray, 'an array'),
 };
 
 /** Keywords whose value is a schema, an array of schemas, or an object of schemas. */
