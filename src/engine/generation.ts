@@ -72,13 +72,18 @@ function vocabularySizeOf(model: LlamaModel): number {
  * OpenAI's `logit_bias` for node-llama-cpp: each bias is added to its token's logit, and -100
  * bans the token, as OpenAI says it should. Ids outside the vocabulary are left out, as
  * llama.cpp's server leaves them; node-llama-cpp leaves out end-of-generation tokens.
+ *
+ * Under a grammar (`constrained`), -100 is a bias like any other, not a ban: a ban of every token
+ * the grammar allows at some point (its `{`) left the sampler nothing to draw from, and what it
+ * drew then was outside the grammar (LMSP 6.1: the value is valid, whatever the model). Such a
+ * token is still drawn only when the grammar allows nothing else.
  */
-function tokenBiasOf(model: LlamaModel, logitBias: Sampling['logitBias']): TokenBias | undefined {
+function tokenBiasOf(model: LlamaModel, logitBias: Sampling['logitBias'], constrained: boolean): TokenBias | undefined {
   if (!logitBias || logitBias.length === 0) return undefined;
   const vocabularySize = vocabularySizeOf(model);
   const bias = new TokenBias(model.tokenizer);
   for (const [token, value] of logitBias) {
-    if (token < vocabularySize) bias.set(token as Token, value <= -100 ? 'never' : { logit: value });
+    if (token < vocabularySize) bias.set(token as Token, value <= -100 && !constrained ? 'never' : { logit: value });
   }
   return bias;
 }
@@ -253,7 +258,6 @@ function constraintOf(message: GenerateMessage, syntax: ReturnType<typeof render
 
 export async function generate(runtime: GenerationRuntime, model: LlamaModel, message: GenerateMessage, generation: Generation): Promise<void> {
   const { requestId, taskId } = message;
-  const sampling: RunnerSampling = { ...message.sampling, tokenBias: tokenBiasOf(model, message.sampling.logitBias) };
   const { settings, send } = runtime;
   const tools = message.tools ?? [];
   let prompt: ReturnType<typeof renderPrompt>;
@@ -264,9 +268,9 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
     return;
   }
   const contextLength = model.trainContextSize;
-  if (prompt.tokens.length + sampling.maxOutputTokens > contextLength) {
+  if (prompt.tokens.length + message.sampling.maxOutputTokens > contextLength) {
     send({ type: 'error', requestId, code: 'context_length_exceeded',
-      message: `the input (${prompt.tokens.length} tokens) and max_output_tokens (${sampling.maxOutputTokens}) exceed the model context (${contextLength})` });
+      message: `the input (${prompt.tokens.length} tokens) and max_output_tokens (${message.sampling.maxOutputTokens}) exceed the model context (${contextLength})` });
     return;
   }
   let constraint: ConstraintGrammar;
@@ -278,6 +282,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
     return;
   }
   const grammarState = constraint.grammar === null ? null : newGrammarState(model, await runtime.grammar(constraint.grammar));
+  const sampling: RunnerSampling = { ...message.sampling, tokenBias: tokenBiasOf(model, message.sampling.logitBias, grammarState !== null) };
   // The tokens generated so far, resumed ones first: what the penalties count.
   const generatedTokens: Token[] = [...(message.resumeTokens as Token[])];
   const sampler = grammarState ? grammarSampler(sampling, grammarState, generatedTokens) : plainSampler(sampling, generatedTokens);

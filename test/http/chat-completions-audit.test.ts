@@ -43,6 +43,25 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
     await expectError(await chat(service, { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'hi' }], seed: 2 ** 64 }), 400, 'invalid_request', 'seed');
   }));
 
+  test('under a grammar, a logit_bias of -100 on the only token it allows does not let the generation out of it', { timeout: 60_000 }, () => withService({}, async (service) => {
+    // lmsp-tiny's tokens are its bytes, from id 3: 126 is "{", which every object starts with.
+    const open = String('{'.charCodeAt(0) + 3);
+    const schema = { type: 'object', properties: { a: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['a'], additionalProperties: false };
+    for (const seed of [1, 2]) {
+      const answer = await chat(service, {
+        model: 'lmsp-tiny', seed, max_tokens: 80, logit_bias: { [open]: -100 },
+        response_format: { type: 'json_schema', json_schema: { name: 'o', schema } },
+      });
+      const completion = await json<ChatCompletionObject>(answer);
+      assert.equal(completion.choices[0]!.finish_reason, 'stop', completion.choices[0]!.message.content ?? '');
+      const value = JSON.parse(completion.choices[0]!.message.content!) as { a: number };
+      assert.ok(Number.isInteger(value.a) && value.a >= 0 && value.a <= 9, JSON.stringify(value));
+    }
+    // Without a grammar, -100 still bans the token: no "{" in a long text that would have some.
+    const free = await json<ChatCompletionObject>(await chat(service, { model: 'lmsp-tiny', seed: 3, max_tokens: 300, logit_bias: { [open]: -100 }, messages: [{ role: 'user', content: '{{{{' }] }));
+    assert.ok(!free.choices[0]!.message.content!.includes('{'));
+  }));
+
   test('a list cursor that names no completion is 400 naming after, as the tasks list answers', { timeout: 60_000 }, () => withService({}, async (service) => {
     const created = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true }));
     await expectError(await api(service, '/v1/chat/completions?after=chatcmpl-unknown'), 400, 'invalid_request', 'after');
