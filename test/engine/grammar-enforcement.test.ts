@@ -51,6 +51,12 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
     c: { type: 'number', minimum: 10.5 }, d: { type: 'integer', exclusiveMaximum: -1000 },
   }, required: ['a', 'b', 'c', 'd'] }],
   ['multipleOf', { type: 'object', properties: { a: { type: 'integer', multipleOf: 3, minimum: 0, maximum: 30 }, b: { type: 'integer', multipleOf: 7 } }, required: ['a', 'b'] }],
+  // Zod 4's z.number().int().multipleOf(5), and with .nonnegative() and .positive(): .int() writes ±(2^53 - 1).
+  ['multipleOf beside the bounds Zod\'s .int() writes', { type: 'object', properties: {
+    any: { type: 'integer', multipleOf: 5, minimum: -9007199254740991, maximum: 9007199254740991 },
+    nonnegative: { type: 'integer', multipleOf: 5, minimum: 0, maximum: 9007199254740991 },
+    positive: { type: 'integer', multipleOf: 5, exclusiveMinimum: 0, maximum: 9007199254740991 },
+  }, required: ['any', 'nonnegative', 'positive'] }],
   ['minLength, maxLength', { type: 'array', items: { type: 'string', minLength: 3, maxLength: 6 }, minItems: 2, maxItems: 2 }],
   // Zod 4's z.base64(): top-level alternatives, each anchored at its start.
   ['pattern of alternatives each anchored (Zod\'s base64)', { type: 'object', properties: {

@@ -113,6 +113,8 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     ['uniqueItems over an enum', { type: 'array', items: { enum: ['a', 'b', 'c'] }, uniqueItems: true, minItems: 1 }],
     ['multipleOf with bounds', { type: 'integer', multipleOf: 5, minimum: 0, maximum: 100 }],
     ['multipleOf without bounds', { type: 'integer', multipleOf: 7 }],
+    ['multipleOf beside the bounds Zod\'s .int() writes', { type: 'integer', multipleOf: 5, minimum: -9007199254740991, maximum: 9007199254740991 }],
+    ['multipleOf of a non-negative Zod .int()', { type: 'integer', multipleOf: 5, minimum: 0, maximum: 9007199254740991 }],
     ['a map', { type: 'object', additionalProperties: { type: 'boolean' }, maxProperties: 3 }],
     ['a pattern', { type: 'string', pattern: '^[A-Z]{2}-\\d{3}(x|y)?$' }],
     ['a pattern of alternatives each anchored at the start (Zod\'s z.base64())', { type: 'string', pattern: '^$|^(?:[0-9a-zA-Z+/]{4})*(?:(?:[0-9a-zA-Z+/]{2}==)|(?:[0-9a-zA-Z+/]{3}=))?$' }],

@@ -7,7 +7,7 @@
  */
 import { gbnfAlternatives, gbnfLiteral, gbnfSequence, type GbnfRuleSet } from './gbnf.js';
 import { formatPattern, jsonLiteral, JsonRules } from './json-values.js';
-import { boundedInteger, boundedNumber, multiplesOf, patternToGbnf, type NumberBounds } from './numbers.js';
+import { boundedInteger, boundedNumber, MAX_GENERATED_INTEGER, multiplesOf, patternToGbnf, type NumberBounds } from './numbers.js';
 import { dfaToGbnf, intersectAll, patternConstraints, stringsOf, trim, wholeMatches, withLength, withWorkBudget, WRITABLE, type Dfa } from './automaton.js';
 import { hasLookahead, nodeToGbnf, parsePattern, UnsupportedPattern, MAX_PATTERN_REPETITION, type ParsedPattern } from './regex.js';
 import {
@@ -353,6 +353,17 @@ class SchemaScope {
         unsupported('multipleOf', pointer, 'multipleOf is supported for positive whole numbers only');
       }
       if (step === 1) return this.number({ ...schema, multipleOf: undefined, type: 'integer' }, pointer, true);
+      // A bound past every integer the grammar writes bounds nothing: Zod's .int() writes
+      // ±(2^53 - 1), and .nonnegative() or .positive() beside it a minimum of 0.
+      const largest = Number(MAX_GENERATED_INTEGER);
+      const noMaximum = bounds.maximum === null || bounds.maximum >= largest;
+      if (noMaximum && (bounds.minimum === null || bounds.minimum <= -largest) && step <= MAX_MULTIPLE_STEP) {
+        return this.rules.define(`multiple-of-${step}`, multiplesOf(step, this.rules));
+      }
+      if (noMaximum && bounds.minimum === 0 && step <= MAX_MULTIPLE_STEP) {
+        return this.rules.define(`multiple-of-${step}-${bounds.exclusiveMinimum ? 'positive' : 'non-negative'}`,
+          multiplesOf(step, this.rules, { negative: false, zero: !bounds.exclusiveMinimum }));
+      }
       if (bounded) {
         const low = bounds.minimum === null ? -1e15 : bounds.minimum;
         const high = bounds.maximum === null ? 1e15 : bounds.maximum;

@@ -188,11 +188,12 @@ export function boundedNumber(bounds: NumberBounds): Pattern | null {
 }
 
 /**
- * Multiples of `step` (a positive integer) with at most MAX_INTEGER_DIGITS digits, by the
+ * Multiples of `step` (a positive integer) with at most MAX_INTEGER_DIGITS digits (the negative
+ * ones and 0 unless `signs` leaves them out), by the
  * automaton of remainders: a state is the remainder and length of the digits so far, and only
  * states from which a multiple can still be completed are kept.
  */
-export function multiplesOf(step: number, rules: GbnfRuleSet): string {
+export function multiplesOf(step: number, rules: GbnfRuleSet, signs: { negative: boolean; zero: boolean } = { negative: true, zero: true }): string {
   const live: boolean[][] = [];
   for (let length = MAX_INTEGER_DIGITS; length >= 1; length--) {
     live[length] = [];
@@ -223,5 +224,6 @@ export function multiplesOf(step: number, rules: GbnfRuleSet): string {
   for (let digit = 1; digit <= 9; digit++) {
     if (live[1]![digit % step]) firsts.push(`"${digit}" ${state(digit % step, 1)}`);
   }
-  return `("0" | "-"? (${firsts.join(' | ')}))`;
+  const nonZero = `${signs.negative ? '"-"? ' : ''}(${firsts.join(' | ')})`;
+  return signs.zero ? `("0" | ${nonZero})` : `(${nonZero})`;
 }
