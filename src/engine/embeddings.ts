@@ -9,6 +9,7 @@
 import type { LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
 import type { EmbedMessage, RunnerMessage } from './protocol.js';
 import { MAX_EMBEDDING_INPUTS, type EmbeddingPooling } from './types.js';
+import { tokensAtLeast } from './prompt.js';
 
 /** Causal models evaluate long inputs in chunks of this many tokens (always the same). */
 const CAUSAL_BATCH = 512;
@@ -144,6 +145,15 @@ export async function embed(send: (message: RunnerMessage) => void, contexts: Em
     if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > size) {
       throw new InputError('invalid_request', 'dimensions', `dimensions must be 1 to ${size} for this model`);
     }
+    // An input far longer than the context is refused before it reaches the tokenizer, which it
+    // would hold for minutes (prompt.ts).
+    inputs.forEach((input, index) => {
+      const atLeast = typeof input === 'string' ? tokensAtLeast(model, input) : 0;
+      if (atLeast > model.trainContextSize) {
+        throw new InputError('context_length_exceeded', `input[${index}]`,
+          `input[${index}] has at least ${atLeast} tokens; the model's context is ${model.trainContextSize}`);
+      }
+    });
     // Measure every input first: a request either fits whole or is refused before any work.
     const counts = await contexts.use(model, 1, (probe) => inputs.map((input, index) => {
       const count = probe.calculateInputLength(input);

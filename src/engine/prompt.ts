@@ -215,26 +215,28 @@ function quoteResultsForTojson(text: LlamaText, template: ChatTemplate, messages
 const longestTokens = new WeakMap<LlamaModel, number>();
 
 /**
- * A lower bound of a conversation's prompt in tokens, found without rendering or tokenizing it:
- * its longest user message (which every template writes) over the most bytes a token of the
- * vocabulary covers. A token's text in the file is at least as long in UTF-8 as the bytes it
- * stands for (byte-level BPE writes one character per byte, SentencePiece `▁` for a space), so
- * the bound holds for any tokenizer. 0 when the file lists no tokens.
+ * A lower bound of a text's length in tokens, found without tokenizing it: its bytes over the
+ * most bytes a token of the vocabulary covers. A token's text in the file is at least as long in
+ * UTF-8 as the bytes it stands for (byte-level BPE writes one character per byte, SentencePiece
+ * `▁` for a space), so the bound holds for any tokenizer. 0 when the file lists no tokens.
  *
- * Tokenizing is not linear in every input (a run of one letter tens of thousands long takes
- * llama.cpp seconds per 100 KB, growing with its square), so an input far longer than any context
- * is told apart by this before it reaches the tokenizer.
+ * Tokenizing is not linear in every input (a run of one letter, or base64, tens of thousands of
+ * bytes long takes llama.cpp seconds per 100 KB, growing with its square), so an input far
+ * longer than any context is told apart by this before it reaches the tokenizer.
  */
-export function promptLowerBound(model: LlamaModel, messages: readonly EngineMessage[]): number {
+export function tokensAtLeast(model: LlamaModel, text: string): number {
   let longest = longestTokens.get(model);
   if (longest === undefined) {
     const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
     longest = Array.isArray(tokens) ? tokens.reduce((most: number, token) => Math.max(most, typeof token === 'string' ? Buffer.byteLength(token) : 0), 0) : 0;
     longestTokens.set(model, longest);
   }
-  if (longest === 0) return 0;
-  const userBytes = messages.reduce((most, message) => message.role === 'user' ? Math.max(most, Buffer.byteLength(message.content)) : most, 0);
-  return Math.ceil(userBytes / longest);
+  return longest === 0 ? 0 : Math.ceil(Buffer.byteLength(text) / longest);
+}
+
+/** A lower bound of a conversation's prompt in tokens: that of its longest user message, which every template writes. */
+export function promptLowerBound(model: LlamaModel, messages: readonly EngineMessage[]): number {
+  return messages.reduce((most, message) => message.role === 'user' ? Math.max(most, tokensAtLeast(model, message.content)) : most, 0);
 }
 
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {

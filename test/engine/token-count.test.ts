@@ -53,6 +53,18 @@ describe('counting an input before its create', () => {
       assert.equal((await service.client.listTasks({})).data.length, 1);
     }));
 
+  test('an embeddings input far longer than the context is refused at once, and the generation on the same runner goes on', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20', LMSP_DEBUG_RENDER_DEADLINE_MS: '3000' } }, async (service) => {
+      const running = await longGeneration(service, 'lmsp-tiny');
+      const embedded = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: ['fine', 'x'.repeat(900_000)] } });
+      assert.equal(embedded.status, 400);
+      const error = await errorOf(embedded);
+      assert.equal(error.code, 'context_length_exceeded');
+      assert.equal(error.param, 'input[1]');
+      assert.match(error.message, /^input\[1\] has at least \d+ tokens; the model's context is 16384$/);
+      await assertUndisturbed(service, running);
+    }));
+
   test('a count that never ends ends the tokenizer, not the runner generating with the same model', { timeout: 120_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20', LMSP_DEBUG_RENDER_DEADLINE_MS: '3000' } }, async (service) => {
       // A template that renders a short conversation at once and never ends on a long one.
