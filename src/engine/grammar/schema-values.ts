@@ -32,7 +32,7 @@ const VALUES: Record<string, [Check, string]> = {
   ...each(['minimum', 'maximum'], isNumber, 'a number'),
   ...each(['exclusiveMinimum', 'exclusiveMaximum'], (value) => isNumber(value) || isBoolean(value), "a number (or draft 4's boolean)"),
   multipleOf: [(value) => isNumber(value) && (value as number) > 0, 'a number above 0'],
-  pattern: [(value) => typeof value === 'string' && compiles(value), 'a regular expression (ECMA-262)'],
+  pattern: [(value) => typeof value === 'string' && compiles(value), 'a regular expression valid with the u flag (ECMA-262 in Unicode mode, as JSON Schema validators such as Ajv read it)'],
   ...each(['format', 'title', 'description', '$comment', '$ref', '$schema', '$id', '$anchor'], isString, 'a string'),
   ...each(['uniqueItems', 'nullable', 'deprecated', 'readOnly', 'writeOnly'], isBoolean, 'a boolean'),
   required: [(value) => Array.isArray(value) && value.every(isString), 'an array of strings'],
@@ -44,6 +44,7 @@ const ONE_SCHEMA = ['additionalProperties', 'additionalItems', 'not', 'if', 'the
 const SCHEMA_LISTS = ['anyOf', 'oneOf', 'allOf', 'prefixItems'];
 const SCHEMA_MAPS = ['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas'];
 
+/** Whether a pattern is a regular expression as JSON Schema validators read it: ECMA-262 with the `u` flag. */
 function compiles(pattern: string): boolean {
   try {
     new RegExp(pattern, 'u');
