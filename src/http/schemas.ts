@@ -251,10 +251,16 @@ export const registerModelBody = {
   },
 } as const;
 
+/**
+ * A client's name, shown to the operator in `lmsp clients ls` and on the dashboard: no control
+ * characters (C0, DEL, C1), which would reach the operator's terminal as escape sequences.
+ */
+const clientName = { maxLength: MAX_CLIENT_NAME_LENGTH, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f]*$' } as const;
+
 export const pairingCodeBody = {
   type: 'object',
   properties: {
-    name: { type: ['string', 'null'], maxLength: MAX_CLIENT_NAME_LENGTH },
+    name: { type: ['string', 'null'], ...clientName },
     scopes: { type: ['array', 'null'], items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
     ttl_seconds: { type: ['integer', 'null'], minimum: 1, maximum: MAX_PAIRING_TTL_SECONDS },
   },
@@ -265,7 +271,7 @@ export const pairBody = {
   required: ['code', 'client_name'],
   properties: {
     code: { type: 'string', minLength: 1, maxLength: 64 },
-    client_name: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_NAME_LENGTH },
+    client_name: { type: 'string', minLength: 1, ...clientName },
   },
 } as const;
 

@@ -60,6 +60,22 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
     assert.ok(Math.abs(defaults.expires_at - (Date.now() / 1000 + 600)) < 30, `expires in 10 minutes: ${defaults.expires_at}`);
   }));
 
+  test('a client name with control characters is refused, before the code is used: it would reach the operator\'s terminal as escape sequences', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const code = await service.client.createPairingCode({});
+    const pair = (body: object) => fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    for (const name of ['\u001b[31mred', 'nul\u0000', 'csi\u009b2J', 'del\u007f']) {
+      const refused = await pair({ code: code.code, client_name: name });
+      assert.equal(refused.status, 400, JSON.stringify(name));
+      const error = await errorOf(refused);
+      assert.deepEqual([error.code, error.param], ['invalid_request', 'client_name']);
+    }
+    const named = await pair({ code: code.code, client_name: 'Ümit\'s phone 📱' });
+    assert.equal(named.status, 201, 'the code is still good, and names may hold any other character');
+    const label = await api(service, '/v1/pairing-codes', { method: 'POST', json: { name: '\u001b]0;title\u0007' } });
+    assert.equal(label.status, 400);
+    assert.equal((await errorOf(label)).param, 'name');
+  }));
+
   test('failed pairing attempts are limited to 5 a minute per address, then 429 with Retry-After', { timeout: 60_000 }, () => withService({}, async (service) => {
     const attempt = () => fetch(`${service.url}/v1/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'AAAA-AAAA', client_name: 'x' }) });
     for (let i = 0; i < 5; i++) assert.equal((await attempt()).status, 401);
