@@ -29,6 +29,7 @@ import { settleOrphanedRequests } from './tasks/orphaned-requests.js';
 import { Scheduler, type SchedulerLog } from './tasks/scheduler.js';
 import { PullWorkers } from './tasks/pull-worker.js';
 import { pullSettingsFromEnvironment } from './models/pull-source.js';
+import { taskOfStateFile } from './engine/state-files.js';
 import { Maintenance } from './tasks/maintenance.js';
 import { retentionCutoff } from './tasks/sweeper.js';
 import { logTaskChanges } from './tasks/task-log.js';
@@ -72,8 +73,8 @@ function removeStaleStates(stateDir: string, resumable: () => Set<string>): void
   if (files.length === 0) return;
   const keepTaskIds = resumable();
   for (const file of files) {
-    const taskId = file.replace(/\.state(\.tmp)?$/, '');
-    if (!keepTaskIds.has(taskId)) rmSync(join(stateDir, file), { force: true });
+    const taskId = taskOfStateFile(file);
+    if (taskId === null || !keepTaskIds.has(taskId)) rmSync(join(stateDir, file), { force: true });
   }
 }
 

@@ -12,7 +12,6 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { TokenBias, type LlamaContextSequence, type LlamaGrammarEvaluationState, type LlamaModel, type Token } from 'node-llama-cpp';
 import { sleep } from '../time.js';
@@ -27,6 +26,7 @@ import { TEMPLATE_REFUSAL } from '../domain/errors.js';
 import type { GenerateMessage, OutputUnitMessage, RunnerMessage, RunnerSettings } from './protocol.js';
 import { positionSeed } from './sampling.js';
 import { PROMPT_CHUNK, type SequenceSource } from './sequences.js';
+import { digestPath, statePath, temporaryStatePath } from './state-files.js';
 import type { FinishReason, Sampling } from './types.js';
 
 /** Sequence states are saved no more often than this, and at most ~2% of generation time. */
@@ -162,15 +162,6 @@ async function evaluatePrompt(sequence: LlamaContextSequence, prompt: readonly T
   return next;
 }
 
-function statePath(settings: RunnerSettings, taskId: string): string {
-  return join(settings.stateDir, `${taskId}.state`);
-}
-
-/** The SHA-256 of a saved state, beside it: llama.cpp checks a state's layout, never its values. */
-function digestPath(settings: RunnerSettings, taskId: string): string {
-  return `${statePath(settings, taskId)}.sha256`;
-}
-
 async function fileDigest(path: string): Promise<string> {
   const hash = createHash('sha256');
   await pipeline(createReadStream(path), hash);
@@ -186,18 +177,18 @@ async function fileDigest(path: string): Promise<string> {
  */
 async function saveState(settings: RunnerSettings, sequence: LlamaContextSequence, taskId: string): Promise<void> {
   mkdirSync(settings.stateDir, { recursive: true, mode: 0o700 });
-  const temporary = `${statePath(settings, taskId)}.tmp`;
+  const temporary = temporaryStatePath(settings.stateDir, taskId);
   await sequence.saveStateToFile(temporary);
   const digest = await fileDigest(temporary);
-  rmSync(digestPath(settings, taskId), { force: true });
-  renameSync(temporary, statePath(settings, taskId));
-  writeFileSync(digestPath(settings, taskId), digest, { mode: 0o600 });
+  rmSync(digestPath(settings.stateDir, taskId), { force: true });
+  renameSync(temporary, statePath(settings.stateDir, taskId));
+  writeFileSync(digestPath(settings.stateDir, taskId), digest, { mode: 0o600 });
 }
 
 /** Whether the saved state is whole: its digest is there and matches. */
 async function stateIsWhole(settings: RunnerSettings, taskId: string): Promise<boolean> {
   try {
-    return readFileSync(digestPath(settings, taskId), 'utf8') === await fileDigest(statePath(settings, taskId));
+    return readFileSync(digestPath(settings.stateDir, taskId), 'utf8') === await fileDigest(statePath(settings.stateDir, taskId));
   } catch {
     return false;
   }
@@ -211,7 +202,7 @@ async function restore(settings: RunnerSettings, sequence: LlamaContextSequence,
   taskId: string, sampler: Sampler, generation: Generation): Promise<Token | null> {
   const expected = [...prompt, ...resume];
   let evaluated = 0; // tokens of `expected` in the sequence
-  const path = statePath(settings, taskId);
+  const path = statePath(settings.stateDir, taskId);
   // A state that is not the one saved (damaged on disk) is dropped: the tokens rebuild it.
   if (existsSync(path) && !await stateIsWhole(settings, taskId)) rmSync(path, { force: true });
   if (existsSync(path)) {
@@ -366,9 +357,9 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       next = await slot.step(() => sampler.step(sequence, token, generated));
     }
   } finally {
-    rmSync(statePath(settings, taskId), { force: true });
-    rmSync(`${statePath(settings, taskId)}.tmp`, { force: true });
-    rmSync(digestPath(settings, taskId), { force: true });
+    rmSync(statePath(settings.stateDir, taskId), { force: true });
+    rmSync(temporaryStatePath(settings.stateDir, taskId), { force: true });
+    rmSync(digestPath(settings.stateDir, taskId), { force: true });
     await slot.release();
   }
 }

@@ -103,6 +103,20 @@ describe('exact resume after SIGKILL (LMSP 7.5)', () => {
       assert.equal(outcome.text, expected);
     }));
 
+  test('a restart keeps the saved state and its digest of a task it resumes', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (service) => {
+      const created = await service.client.createResponse({ ...request({ seed: 5 }), background: true, on_restart: 'resume' });
+      const stateDir = join(service.dataDir, 'state');
+      const saved = [`${created.body.task.id}.state`, `${created.body.task.id}.state.sha256`];
+      await waitFor(() => saved.every((name) => readdirSync(stateDir).includes(name)), { what: 'a saved state and its digest' });
+      await service.kill();
+      // The resumed task waits for its model, so its files are seen as the startup left them.
+      const restarted = await service.restart({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8', LMSP_DEBUG_LOAD_DELAY_MS: '3000' } });
+      const kept = readdirSync(stateDir);
+      assert.ok(saved.every((name) => kept.includes(name)), `kept: ${kept.join(', ')}`);
+      await waitFor(async () => (await restarted.client.getResponse(created.body.id)).task.status === 'completed', { what: 'the resumed task to complete' });
+    }));
+
   test('a saved state damaged on disk is not resumed from: the committed tokens are replayed and the text is still exact', { timeout: 120_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '8' } }, async (service) => {
       const body = request({ temperature: 1, seed: 777 });
