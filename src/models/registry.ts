@@ -205,15 +205,17 @@ export class ModelRegistry {
     let info;
     let real;
     try {
-      info = lstatSync(model.path);
+      info = lstatSync(model.path, { bigint: true });
       real = realpathSync(model.path);
     } catch {
       return { ...model, status: 'missing' };
     }
     // The path was recorded as the file's real path: a link put at it, or at a folder above it,
-    // leads elsewhere.
-    if (!info.isFile() || real !== model.path) return { ...model, status: 'digest_mismatch' };
-    if (model.status === 'missing' && info.size === model.sizeBytes && Math.floor(info.mtimeMs) === model.mtimeMs) return { ...model, status: 'ready' };
+    // leads to another file. (The same file reached through a folder moved and linked back, a
+    // data directory moved, say, is the same device and inode.)
+    if (!info.isFile()) return { ...model, status: 'digest_mismatch' };
+    if (real !== model.path && !model.fileIdentity?.startsWith(`${info.dev}:${info.ino}:`)) return { ...model, status: 'digest_mismatch' };
+    if (model.status === 'missing' && Number(info.size) === model.sizeBytes && Number(info.mtimeMs) === model.mtimeMs) return { ...model, status: 'ready' };
     return model;
   }
 

@@ -311,6 +311,21 @@ describe('model registry (LMSP section 5)', () => {
     assert.ok(!verifiedText.includes(outsideDigest.slice(7)), 'verify shows no digest of it either');
   }));
 
+  test('a data directory moved and linked back from where it was leaves its models ready: the same files, reached through a link the operator made', { timeout: 60_000 }, () => withService({}, async (service) => {
+    copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'kept.gguf'));
+    assert.equal((await register(service, { path: 'kept.gguf', id: 'kept' })).status, 201);
+    await service.stop();
+    renameSync(service.dataDir, `${service.dataDir}-moved`);
+    symlinkSync(`${service.dataDir}-moved`, service.dataDir);
+    const moved = await service.restart();
+    for (const model of await moved.client.listModels()) assert.equal(model.status, 'ready', model.id);
+    assert.equal((await moved.client.createResponse({ model: 'kept', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
+    // Back where it was, for the cleanup after the test.
+    await moved.stop();
+    rmSync(service.dataDir);
+    renameSync(`${service.dataDir}-moved`, service.dataDir);
+  }));
+
   test('DELETE refuses a model an unfinished task uses; the file stays', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
     copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'busy.gguf'));
     await register(service, { path: 'busy.gguf', id: 'busy' });
