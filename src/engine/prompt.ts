@@ -234,9 +234,14 @@ export function tokensAtLeast(model: LlamaModel, text: string): number {
   return longest === 0 ? 0 : Math.ceil(Buffer.byteLength(text) / longest);
 }
 
-/** A lower bound of a conversation's prompt in tokens: that of its longest user message, which every template writes. */
+/**
+ * A lower bound of a conversation's prompt in tokens: that of its longest message, of any role
+ * (instructions, a tool's output, an assistant's turn are written as a user's is). A template that
+ * leaves a message out would make it no bound; none that lmsp knows does, and a message longer
+ * than the whole context is refused as the input it is.
+ */
 export function promptLowerBound(model: LlamaModel, messages: readonly EngineMessage[]): number {
-  return messages.reduce((most, message) => message.role === 'user' ? Math.max(most, tokensAtLeast(model, message.content)) : most, 0);
+  return messages.reduce((most, message) => Math.max(most, tokensAtLeast(model, message.content)), 0);
 }
 
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {

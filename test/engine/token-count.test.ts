@@ -48,6 +48,18 @@ describe('counting an input before its create', () => {
       assert.equal(responseError.code, 'context_length_exceeded');
       assert.equal(responseError.param, 'input');
       assert.match(responseError.message, /^The input \(at least \d+ tokens\)/);
+      // Any message, not only the user's: instructions, a system message, a tool's output.
+      for (const [path, body] of [
+        ['/v1/responses', { model: 'lmsp-tiny', instructions: huge, input: 'hi', max_output_tokens: 3 }],
+        ['/v1/chat/completions', { model: 'lmsp-tiny', messages: [{ role: 'system', content: huge }, { role: 'user', content: 'hi' }], max_tokens: 3 }],
+        ['/v1/chat/completions', { model: 'lmsp-tiny', max_tokens: 3, messages: [{ role: 'user', content: 'hi' },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: huge }], tools: [{ type: 'function', function: { name: 'f' } }] }],
+      ] as const) {
+        const refused = await api(service, path, { method: 'POST', json: body });
+        assert.equal(refused.status, 400, path);
+        assert.match((await errorOf(refused)).message, /\(at least \d+ tokens\)/, path);
+      }
       await assertUndisturbed(service, running);
       // Nothing but the one generation was ever written.
       assert.equal((await service.client.listTasks({})).data.length, 1);
