@@ -172,17 +172,19 @@ describe('lmsp tasks events --json refused half-way', () => {
 });
 
 describe('lmsp tasks events --follow --json cut short', () => {
-  test('closes the list, so stdout stays one JSON document, and exits 130', { timeout: 90_000 }, () =>
-    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
-      const { taskId, cli } = await followBackground(service, { max_output_tokens: 3000 }, 5);
-      cli.child.kill('SIGINT');
-      assert.equal(await cli.closed, 130, cli.stderr());
-      const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }>; has_more: boolean };
-      assert.equal(list.object, 'list');
-      assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
-      assert.equal(list.has_more, true, 'the task has more events than were listed');
-      assert.equal((await service.client.getTask(taskId)).status, 'running', 'following is not cancelling');
-    }));
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]] as const) {
+    test(`${signal} closes the list, so stdout stays one JSON document, and exits ${code}`, { timeout: 90_000 }, () =>
+      withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {
+        const { taskId, cli } = await followBackground(service, { max_output_tokens: 3000 }, 5);
+        cli.child.kill(signal);
+        assert.equal(await cli.closed, code, cli.stderr());
+        const list = JSON.parse(cli.stdout()) as { object: string; data: Array<{ sequence_number: number }>; has_more: boolean };
+        assert.equal(list.object, 'list');
+        assert.deepEqual(list.data.map((event) => event.sequence_number), list.data.map((_, index) => index + 1));
+        assert.equal(list.has_more, true, 'the task has more events than were listed');
+        assert.equal((await service.client.getTask(taskId)).status, 'running', 'following is not cancelling');
+      }));
+  }
 
   test('a failure after the list began closes it with has_more true and the error, so a script can tell it from a whole log', { timeout: 90_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '15' } }, async (service) => {

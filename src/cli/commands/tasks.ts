@@ -110,9 +110,13 @@ export function registerTasks(program: Command): void {
       // A list cut short says so: `has_more` true, and with the failure that cut it, its `error`.
       const closing = (cut?: { error: CliFailure | null }) => `${printed === 0 ? '{"object":"list","data":[' : '\n'}],"has_more":${cut ? 'true' : 'false'}`
         + `${cut?.error ? `,"error":${JSON.stringify(cut.error)}` : ''}}\n`;
-      // Ctrl-C while following ends the list too: stdout stays one JSON document (exit 130, as a
-      // shell reports a command stopped by SIGINT).
-      if (options.json && options.follow) process.once('SIGINT', () => process.stdout.write(closing({ error: null }), () => process.exit(EXIT_INTERRUPTED)));
+      // Ctrl-C, a kill or a closed terminal while following ends the list too: stdout stays one
+      // JSON document (exit 128 + the signal's number, as a shell reports a command it stopped).
+      if (options.json && options.follow) {
+        for (const [signal, code] of [['SIGINT', EXIT_INTERRUPTED], ['SIGTERM', 143], ['SIGHUP', 129]] as const) {
+          process.once(signal, () => process.stdout.write(closing({ error: null }), () => process.exit(code)));
+        }
+      }
       // A failure after the list began closes it first, so that stdout stays one JSON document.
       try {
         if (!options.follow) {
