@@ -330,7 +330,11 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       else if (access && access !== 'authenticated') transformed.description = `Needs the \`${access}\` scope.`;
       // Only the document: the routes' answers are not serialized through these schemas.
       transformed.response = {
-        ...Object.fromEntries(Object.entries(answers ?? { 200: 'OK' }).map(([status, description]) => [status, { description }])),
+        ...Object.fromEntries(Object.entries(answers ?? { 200: 'OK' }).map(([status, answer]) => [status, typeof answer === 'string' ? { description: answer } : {
+          // JSON, or server-sent events when the request asks for a stream.
+          description: answer.description,
+          content: { 'application/json': { schema: { type: 'object' } }, 'text/event-stream': { schema: { type: 'string' } } },
+        }])),
         default: ERROR_ANSWER,
       };
       return { schema: transformed as typeof schema, url };

@@ -33,7 +33,7 @@ export type RouteAccess = Scope | 'authenticated' | 'public';
  * A route's successful answers for the OpenAPI document, by status; absent: 200 alone. Errors
  * are in the LMSP shape on every route (section 9) and documented once for all.
  */
-export type RouteAnswers = Partial<Record<200 | 201 | 202, string>>;
+export type RouteAnswers = Partial<Record<200 | 201 | 202, string | { description: string; stream: true }>>;
 
 /** A cancel's answers (LMSP 7.4), on tasks and on responses alike. */
 export const CANCEL_ANSWERS: RouteAnswers = {

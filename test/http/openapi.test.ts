@@ -51,5 +51,10 @@ describe('the OpenAPI document', () => {
       assert.deepEqual(documented('/v1/pair', 'post'), ['201', 'default']);
       assert.deepEqual(documented('/v1/tasks/{id}/cancel', 'post'), ['200', '202', 'default']);
       assert.deepEqual(documented('/v1/models', 'get'), ['200', 'default']);
+      // What may answer with server-sent events says so.
+      for (const [path, method] of [['/v1/responses', 'post'], ['/v1/chat/completions', 'post'], ['/v1/responses/{id}', 'get'], ['/v1/tasks/{id}/events', 'get']]) {
+        assert.deepEqual(Object.keys(document.paths[path]![method]!.responses['200']!.content ?? {}).sort(), ['application/json', 'text/event-stream'], `${method} ${path}`);
+      }
+      assert.deepEqual(Object.keys(document.paths['/v1/models']!.get!.responses['200']!.content ?? {}), ['application/json'], 'a plain answer is JSON alone');
     }));
 });

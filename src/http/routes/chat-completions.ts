@@ -60,7 +60,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
     return sendStoredAnswer(reply, await replayedPlainAnswer(core, answer, 'chat completion'));
   };
 
-  app.post('/v1/chat/completions', { config: { access: 'responses', answers: { 200: 'The chat completion, or with stream: true its chunks (text/event-stream)' } }, schema: { body: createChatCompletionBody } }, async (request, reply) => {
+  app.post('/v1/chat/completions', { config: { access: 'responses', answers: { 200: { description: 'The chat completion, or with stream: true its chunks', stream: true } } }, schema: { body: createChatCompletionBody } }, async (request, reply) => {
     const client = clientOf(request);
     const body = request.body as CreateChatCompletionBody;
     const key = clientKeyOf(request, context);

@@ -54,7 +54,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   };
 
   app.post('/v1/responses', {
-    config: { access: 'responses', answers: { 200: 'The finished response, or with stream: true its events (text/event-stream)', 202: 'With background: true, the response, its task on disk (Location names it)' } }, schema: { body: createResponseBody } }, async (request, reply) => {
+    config: { access: 'responses', answers: { 200: { description: 'The finished response, or with stream: true its events', stream: true }, 202: 'With background: true, the response, its task on disk (Location names it)' } }, schema: { body: createResponseBody } }, async (request, reply) => {
     const client = clientOf(request);
     const body = request.body as CreateResponseBody;
     const key = clientKeyOf(request, context);
@@ -123,7 +123,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
   }
 
   app.get('/v1/responses/:id', {
-    config: { access: 'responses', answers: { 200: 'The response, or with stream=true its events (text/event-stream)' } },
+    config: { access: 'responses', answers: { 200: { description: 'The response, or with stream=true its events', stream: true } } },
     schema: { params: idParams, querystring: retrieveResponseQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };

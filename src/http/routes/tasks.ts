@@ -34,7 +34,7 @@ export function registerTaskRoutes(app: FastifyInstance, context: AppContext): v
   });
 
   app.get('/v1/tasks/:id/events', {
-    config: { access: 'authenticated', answers: { 200: 'A page of the events, or with stream=true the events as they come (text/event-stream)' } },
+    config: { access: 'authenticated', answers: { 200: { description: 'A page of the events, or with stream=true the events as they come', stream: true } } },
     schema: { params: idParams, querystring: taskEventsQuery },
   }, async (request, reply) => {
     const { id } = request.params as { id: string };
