@@ -9,7 +9,7 @@
 import type { LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
 import type { EmbedMessage, RunnerMessage } from './protocol.js';
 import { MAX_EMBEDDING_INPUTS, type EmbeddingPooling } from './types.js';
-import { tokensAtLeast } from './prompt.js';
+import { tokensAtLeast, vocabularyTokens } from './vocabulary.js';
 
 /** Causal models evaluate long inputs in chunks of this many tokens (always the same). */
 const CAUSAL_BATCH = 512;
@@ -100,8 +100,7 @@ export class EmbeddingContexts {
 
 /** Token ids outside the vocabulary abort llama.cpp, so they are refused first. */
 export function vocabularySize(model: LlamaModel): number {
-  const metadata = model.fileInfo.metadata as unknown as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } };
-  return metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+  return vocabularyTokens(model)?.length ?? 0;
 }
 
 /** LMSP 14: L2-normalised; null for a vector of zeros, which has no direction to keep. */

@@ -27,6 +27,7 @@ import type { GenerateMessage, OutputUnitMessage, RunnerMessage, RunnerSettings 
 import { positionSeed } from './sampling.js';
 import { PROMPT_CHUNK, type SequenceSource } from './sequences.js';
 import { digestPath, statePath, temporaryStatePath } from './state-files.js';
+import { vocabularyTokens } from './vocabulary.js';
 import type { FinishReason, Sampling } from './types.js';
 
 /** Sequence states are saved no more often than this, and at most ~2% of generation time. */
@@ -62,8 +63,8 @@ interface RunnerSampling extends Sampling {
  * embeddings; 0 when the file says neither. A token id past it must never reach the tokenizer.
  */
 function vocabularySizeOf(model: LlamaModel): number {
-  const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
-  if (Array.isArray(tokens)) return tokens.length;
+  const tokens = vocabularyTokens(model);
+  if (tokens) return tokens.length;
   const embeddings = model.fileInfo.fullTensorInfo?.find((tensor) => tensor.name === 'token_embd.weight');
   return embeddings?.dimensions.length === 2 ? Number(embeddings.dimensions[1]) : 0;
 }

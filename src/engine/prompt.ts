@@ -12,6 +12,7 @@ import {
 import type { ToolCallSyntax } from './grammar/constraint.js';
 import { PLAIN_TOOL_CALL_SYNTAX, renderPlainLayout } from './plain-layout.js';
 import type { EngineMessage, ToolDefinition } from './types.js';
+import { tokensAtLeast } from './vocabulary.js';
 
 export interface RenderedPrompt {
   tokens: Token[];
@@ -209,29 +210,6 @@ function quoteResultsForTojson(text: LlamaText, template: ChatTemplate, messages
     return JSON.stringify(value).slice(1, -1);
   });
   return changed ? LlamaText(quoted) : text;
-}
-
-/** The most bytes of text one token of a vocabulary stands for, by model. */
-const longestTokens = new WeakMap<LlamaModel, number>();
-
-/**
- * A lower bound of a text's length in tokens, found without tokenizing it: its bytes over the
- * most bytes a token of the vocabulary covers. A token's text in the file is at least as long in
- * UTF-8 as the bytes it stands for (byte-level BPE writes one character per byte, SentencePiece
- * `▁` for a space), so the bound holds for any tokenizer. 0 when the file lists no tokens.
- *
- * Tokenizing is not linear in every input (a run of one letter, or base64, tens of thousands of
- * bytes long takes llama.cpp seconds per 100 KB, growing with its square), so an input far
- * longer than any context is told apart by this before it reaches the tokenizer.
- */
-export function tokensAtLeast(model: LlamaModel, text: string): number {
-  let longest = longestTokens.get(model);
-  if (longest === undefined) {
-    const tokens = (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: unknown } } }).tokenizer?.ggml?.tokens;
-    longest = Array.isArray(tokens) ? tokens.reduce((most: number, token) => Math.max(most, typeof token === 'string' ? Buffer.byteLength(token) : 0), 0) : 0;
-    longestTokens.set(model, longest);
-  }
-  return longest === 0 ? 0 : Math.ceil(Buffer.byteLength(text) / longest);
 }
 
 /**
