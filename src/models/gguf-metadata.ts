@@ -5,6 +5,7 @@
  * The messages name what is wrong and where, never a file-system path.
  */
 import { ServiceError } from '../domain/errors.js';
+import { quoteShort } from '../text.js';
 import type { FileCursor } from './gguf-cursor.js';
 import {
   GGUF_DEFAULT_ALIGNMENT, GGUF_FIXED_HEADER_BYTES, GGUF_INTEGER_TYPES, GGUF_MAGIC, GGUF_TYPE_ARRAY, GGUF_TYPE_BOOL,
@@ -21,10 +22,6 @@ export function invalidModelFile(why: string): ServiceError {
   return new ServiceError('invalid_model_file', `The file is not a usable GGUF model: ${why}`, { param: 'path' });
 }
 
-/** A name from the file, quoted and cut short, safe to put in a message. */
-export function quote(name: string): string {
-  return JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}...` : name);
-}
 
 /** Architecture names as llama.cpp spells them (`llama`, `gpt-oss`, `seed_oss`). */
 const ARCHITECTURE_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -111,9 +108,9 @@ export class HeaderReader {
     await this.need(bytes, () => `metadata key #${index}`);
     const key = cursor.text(bytes, 'latin1');
     if (!PRINTABLE_ASCII.test(key)) throw invalidModelFile(`metadata key #${index} at byte ${at} is not printable ASCII`);
-    if (this.keys.has(key)) throw invalidModelFile(`the metadata key ${quote(key)} at byte ${at} appears twice`);
+    if (this.keys.has(key)) throw invalidModelFile(`the metadata key ${quoteShort(key)} at byte ${at} appears twice`);
     this.keys.add(key);
-    await this.need(4, () => `the type of ${quote(key)}`);
+    await this.need(4, () => `the type of ${quoteShort(key)}`);
     const type = cursor.u32();
     await this.readValue(key, type, 1);
   }
@@ -127,7 +124,7 @@ export class HeaderReader {
     if (key === 'general.architecture' && depth === 1) this.architectureType = type;
     const size = GGUF_VALUE_BYTES[type];
     if (size !== undefined) {
-      await this.need(size, () => `the value of ${quote(key)}`);
+      await this.need(size, () => `the value of ${quoteShort(key)}`);
       if (type === GGUF_TYPE_BOOL) return this.checkBools(key, 1);
       if (depth === 1 && GGUF_INTEGER_TYPES.has(type)) return this.readInteger(key, type, size, at);
       cursor.skip(size);
@@ -135,7 +132,7 @@ export class HeaderReader {
     }
     if (type === GGUF_TYPE_STRING) return this.readString(key, depth);
     if (type === GGUF_TYPE_ARRAY) return this.readArray(key, depth);
-    throw invalidModelFile(`the value of ${quote(key)} at byte ${at} has unknown type ${type} (0 to 12)`);
+    throw invalidModelFile(`the value of ${quoteShort(key)} at byte ${at} has unknown type ${type} (0 to 12)`);
   }
 
   private readInteger(key: string, type: number, size: number, at: number): void {
@@ -154,7 +151,7 @@ export class HeaderReader {
 
   private async readString(key: string, depth: number): Promise<void> {
     const { cursor } = this;
-    const bytes = await this.length(() => `the string value of ${quote(key)}`, MAX_STRING_BYTES);
+    const bytes = await this.length(() => `the string value of ${quoteShort(key)}`, MAX_STRING_BYTES);
     const kept = depth === 1 && (key === 'general.architecture' || key === 'tokenizer.ggml.model');
     if (depth === 1 && key === 'tokenizer.chat_template') this.hasChatTemplate = true;
     if (!kept || bytes > MAX_FACT_BYTES) {
@@ -164,12 +161,12 @@ export class HeaderReader {
       cursor.skip(bytes);
       return;
     }
-    await this.need(bytes, () => `the string value of ${quote(key)}`);
+    await this.need(bytes, () => `the string value of ${quoteShort(key)}`);
     const text = cursor.text(bytes, 'utf8');
     if (key === 'tokenizer.ggml.model') {
       this.tokenizerModel = text;
     } else {
-      if (!ARCHITECTURE_PATTERN.test(text)) throw invalidModelFile(`general.architecture ${quote(text)} is not an architecture name (a-z, 0-9, "_", "-")`);
+      if (!ARCHITECTURE_PATTERN.test(text)) throw invalidModelFile(`general.architecture ${quoteShort(text)} is not an architecture name (a-z, 0-9, "_", "-")`);
       this.architecture = text;
     }
   }
@@ -177,19 +174,19 @@ export class HeaderReader {
   private async readArray(key: string, depth: number): Promise<void> {
     const { cursor } = this;
     const at = cursor.position;
-    if (depth > MAX_ARRAY_DEPTH) throw invalidModelFile(`the value of ${quote(key)} nests arrays more than ${MAX_ARRAY_DEPTH} deep`);
-    await this.need(12, () => `the array ${quote(key)}`);
+    if (depth > MAX_ARRAY_DEPTH) throw invalidModelFile(`the value of ${quoteShort(key)} nests arrays more than ${MAX_ARRAY_DEPTH} deep`);
+    await this.need(12, () => `the array ${quoteShort(key)}`);
     const itemType = cursor.u32();
     const items = cursor.u64();
     const itemName = GGUF_VALUE_TYPES[itemType];
-    if (itemName === undefined) throw invalidModelFile(`the array ${quote(key)} at byte ${at} has items of unknown type ${itemType} (0 to 12)`);
+    if (itemName === undefined) throw invalidModelFile(`the array ${quoteShort(key)} at byte ${at} has items of unknown type ${itemType} (0 to 12)`);
     const itemBytes = GGUF_VALUE_BYTES[itemType];
     // The least the items can take: their fixed size, or an empty string's or array's header.
     const least = items * (itemBytes ?? (itemType === GGUF_TYPE_STRING ? 8 : 12));
     if (least > cursor.remaining) {
-      throw invalidModelFile(`the array ${quote(key)} at byte ${at} declares ${count(items)} items of ${itemName}, at least ${count(least)} bytes, but only ${cursor.remaining} remain`);
+      throw invalidModelFile(`the array ${quoteShort(key)} at byte ${at} declares ${count(items)} items of ${itemName}, at least ${count(least)} bytes, but only ${cursor.remaining} remain`);
     }
-    if (items > MAX_ARRAY_ITEMS) throw invalidModelFile(`the array ${quote(key)} at byte ${at} declares ${count(items)} items (at most ${MAX_ARRAY_ITEMS})`);
+    if (items > MAX_ARRAY_ITEMS) throw invalidModelFile(`the array ${quoteShort(key)} at byte ${at} declares ${count(items)} items (at most ${MAX_ARRAY_ITEMS})`);
     if (itemType === GGUF_TYPE_BOOL) return this.checkBools(key, items);
     if (itemBytes !== undefined) {
       cursor.skip(least);
@@ -204,11 +201,11 @@ export class HeaderReader {
     const { cursor } = this;
     let left = items;
     while (left > 0) {
-      const pending = this.need(1, () => `the value of ${quote(key)}`);
+      const pending = this.need(1, () => `the value of ${quoteShort(key)}`);
       if (pending) await pending;
       const chunk = cursor.peek(Math.min(left, cursor.buffered));
       const bad = chunk.findIndex((byte) => byte > 1);
-      if (bad >= 0) throw invalidModelFile(`the bool in ${quote(key)} at byte ${cursor.position + bad} is ${chunk[bad]}, not 0 or 1`);
+      if (bad >= 0) throw invalidModelFile(`the bool in ${quoteShort(key)} at byte ${cursor.position + bad} is ${chunk[bad]}, not 0 or 1`);
       cursor.skip(chunk.length);
       left -= chunk.length;
     }
@@ -219,13 +216,13 @@ export class HeaderReader {
     const { cursor } = this;
     for (let index = 0; index < items; index++) {
       const at = cursor.position;
-      const pending = this.need(8, () => `item ${index} of ${quote(key)}`);
+      const pending = this.need(8, () => `item ${index} of ${quoteShort(key)}`);
       if (pending) await pending;
       const bytes = cursor.u64();
       if (bytes > cursor.remaining) {
-        throw invalidModelFile(`item ${index} of ${quote(key)} at byte ${at} declares ${count(bytes)} bytes but only ${cursor.remaining} remain`);
+        throw invalidModelFile(`item ${index} of ${quoteShort(key)} at byte ${at} declares ${count(bytes)} bytes but only ${cursor.remaining} remain`);
       }
-      if (bytes > MAX_STRING_BYTES) throw invalidModelFile(`item ${index} of ${quote(key)} at byte ${at} declares ${count(bytes)} bytes (at most ${MAX_STRING_BYTES})`);
+      if (bytes > MAX_STRING_BYTES) throw invalidModelFile(`item ${index} of ${quoteShort(key)} at byte ${at} declares ${count(bytes)} bytes (at most ${MAX_STRING_BYTES})`);
       cursor.skip(bytes);
     }
   }

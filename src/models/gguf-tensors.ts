@@ -5,7 +5,8 @@
  * multiple of the tensor info's own bytes in the header.
  */
 import { GGML_TYPES, MAX_TENSOR_DIMS, MAX_TENSOR_NAME_BYTES } from './gguf-format.js';
-import { count, invalidModelFile, quote, type HeaderReader } from './gguf-metadata.js';
+import { count, invalidModelFile, type HeaderReader } from './gguf-metadata.js';
+import { quoteShort } from '../text.js';
 
 export interface TensorLayout {
   /** The sum of the elements of every tensor. */
@@ -15,7 +16,7 @@ export interface TensorLayout {
 
 /** A tensor name for a message: its bytes as UTF-8, quoted. */
 function show(name: string): string {
-  return quote(Buffer.from(name, 'latin1').toString('utf8'));
+  return quoteShort(Buffer.from(name, 'latin1').toString('utf8'));
 }
 
 function alignUp(value: number, alignment: number): number {

@@ -11,6 +11,8 @@
  * the head limit, and every step of the loop consumes input, so no input makes it spin.
  */
 
+import { quoteShort } from '../text.js';
+
 export type HttpParseReason =
   | 'invalid_status_line' | 'invalid_header' | 'head_too_large' | 'invalid_content_length'
   | 'unsupported_transfer_coding' | 'conflicting_framing' | 'invalid_chunk' | 'excess_data'
@@ -238,7 +240,7 @@ export class ResponseParser {
 
   private statusLine(line: string): void {
     const match = STATUS_LINE_GRAMMAR.exec(line);
-    if (match === null) throw new HttpParseError('invalid_status_line', `not an HTTP/1.0 or HTTP/1.1 status line: ${quote(line)}`);
+    if (match === null) throw new HttpParseError('invalid_status_line', `not an HTTP/1.0 or HTTP/1.1 status line: ${quoteShort(line)}`);
     this.status = Number(match[2]);
     if (this.status === 101) throw new HttpParseError('switching_protocols', 'the server switched protocols (101), which a download cannot follow');
     this.statusMessage = match[3] ?? '';
@@ -287,7 +289,7 @@ export class ResponseParser {
       if (contentLength !== undefined) throw new HttpParseError('conflicting_framing', 'both Transfer-Encoding and Content-Length (RFC 9112 6.3)');
       // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
       if (this.http10) throw new HttpParseError('unsupported_transfer_coding', 'Transfer-Encoding in an HTTP/1.0 response (RFC 9112 6.1)');
-      if (transferEncoding.toLowerCase() !== 'chunked') throw new HttpParseError('unsupported_transfer_coding', `unsupported Transfer-Encoding ${quote(transferEncoding)}; only chunked is accepted`);
+      if (transferEncoding.toLowerCase() !== 'chunked') throw new HttpParseError('unsupported_transfer_coding', `unsupported Transfer-Encoding ${quoteShort(transferEncoding)}; only chunked is accepted`);
       return 'chunked';
     }
     if (contentLength === undefined) return 'close'; // rule 8
@@ -299,10 +301,10 @@ export class ResponseParser {
 
   private chunkSizeLine(line: string): void {
     const match = CHUNK_LINE_GRAMMAR.exec(line);
-    if (match === null) throw new HttpParseError('invalid_chunk', `not a chunk-size line: ${quote(line)} (RFC 9112 7.1)`);
+    if (match === null) throw new HttpParseError('invalid_chunk', `not a chunk-size line: ${quoteShort(line)} (RFC 9112 7.1)`);
     const digits = match[1]!;
     const size = digits.length <= MAX_CHUNK_SIZE_DIGITS ? parseInt(digits, 16) : Infinity;
-    if (size > Number.MAX_SAFE_INTEGER) throw new HttpParseError('invalid_chunk', `chunk size ${quote(digits)} is too large`);
+    if (size > Number.MAX_SAFE_INTEGER) throw new HttpParseError('invalid_chunk', `chunk size ${quoteShort(digits)} is too large`);
     this.remaining = size;
     if (size > 0) this.state = CHUNK_DATA;
     else this.startLine(TRAILER_LINE, this.maxHeadBytes); // RFC 9112 7.1.2: the last chunk, then trailers bounded like a head
@@ -337,14 +339,10 @@ function parseContentLength(field: string): number {
   for (const item of field.split(',')) {
     const digits = trimWhitespace(item);
     const value = /^\d+$/.test(digits) ? Number(digits) : NaN;
-    if (!Number.isSafeInteger(value)) throw new HttpParseError('invalid_content_length', `Content-Length ${quote(field)} is not a length`);
-    if (length >= 0 && value !== length) throw new HttpParseError('invalid_content_length', `Content-Length ${quote(field)} holds different lengths`);
+    if (!Number.isSafeInteger(value)) throw new HttpParseError('invalid_content_length', `Content-Length ${quoteShort(field)} is not a length`);
+    if (length >= 0 && value !== length) throw new HttpParseError('invalid_content_length', `Content-Length ${quoteShort(field)} holds different lengths`);
     length = value;
   }
   return length;
 }
 
-/** A short, printable rendering of what a server sent, for an error message. */
-function quote(text: string): string {
-  return JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}...` : text);
-}

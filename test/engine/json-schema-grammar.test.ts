@@ -5,6 +5,7 @@ import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
 import { checkSchemaSupported, checkToolsSupported, constraintGrammar } from '../../src/engine/grammar/constraint.js';
 import { boundedInteger, boundedNumber, integerRange, patternToRegExpSource, type NumberBounds } from '../../src/engine/grammar/numbers.js';
 import { PLAIN_TOOL_CALL_SYNTAX } from '../../src/engine/plain-layout.js';
+import { MAX_GROUP_DEPTH } from '../../src/engine/grammar/regex.js';
 
 function exactly(source: string): RegExp {
   return new RegExp(`^(?:${source})$`);
@@ -218,6 +219,29 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
       assert.ok(result.message.length > 0);
     });
   }
+
+  test('groups nested past the limit are refused naming pattern, with a message of bounded length, not a stack overflow', () => {
+    const nested = (depth: number) => `^${'(?:'.repeat(depth)}a${')'.repeat(depth)}$`;
+    assert.deepEqual(checkSchemaSupported({ type: 'string', pattern: nested(MAX_GROUP_DEPTH) }), { ok: true });
+    for (const depth of [MAX_GROUP_DEPTH + 1, 5000]) {
+      const result = checkSchemaSupported({ type: 'object', properties: { s: { type: 'string', pattern: nested(depth) } } });
+      assert.equal(result.ok, false, `depth ${depth}`);
+      if (result.ok) return;
+      assert.equal(result.keyword, 'pattern');
+      assert.equal(result.pointer, '/properties/s/pattern');
+      assert.match(result.message, /nested more than 64 deep/);
+      assert.ok(result.message.length < 400, `a message of ${result.message.length} characters`);
+    }
+  });
+
+  // Each of these took minutes of the request thread before the parser read them in one pass
+  // (a literal: every item looked at all those after it; a quantifier: the rest of the pattern
+  // was copied at each `{`). The test's timeout is what fails then.
+  test('long patterns are read in one pass: 200,000 characters of literal, of bounded quantifiers', { timeout: 30_000 }, () => {
+    for (const pattern of [`^${'a'.repeat(200_000)}$`, `^${'a{2,5}'.repeat(33_000)}$`]) {
+      assert.deepEqual(checkSchemaSupported({ type: 'string', pattern }), { ok: true });
+    }
+  });
 
   test('pointers escape ~ and / (RFC 6901)', () => {
     const result = checkSchemaSupported({ type: 'object', properties: { 'a/b~c': { not: {} } } });

@@ -16,6 +16,7 @@ import {
 } from './schema-keywords.js';
 import { oneOfIsDisjoint } from './one-of.js';
 import { checkSchemaValues } from './schema-values.js';
+import { quoteShort } from '../../text.js';
 
 /** Repetition bounds (minLength, minItems, ...) above this are not expanded into a grammar. */
 export const MAX_REPETITION = MAX_PATTERN_REPETITION;
@@ -298,7 +299,7 @@ class SchemaScope {
     try {
       return work();
     } catch (error) {
-      if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${JSON.stringify(pattern)} uses ${error.message}, which is not supported`);
+      if (error instanceof UnsupportedPattern) unsupported('pattern', pointer, `pattern ${quoteShort(pattern, 200)} uses ${error.message}, which is not supported`);
       throw error;
     }
   }

@@ -95,16 +95,21 @@ function assertEndsLast(node: RegexNode, followed: boolean): void {
     case 'repeat':
       assertEndsLast(node.item, followed || node.max === null || node.max > 1);
       return;
-    case 'sequence':
-      node.items.forEach((item, index) => {
-        const later = node.items.slice(index + 1).some((next) => next.kind !== 'end' && next.kind !== 'lookahead');
+    case 'sequence': {
+      // From the last item back, so that a long sequence is walked once.
+      let later = false;
+      for (let index = node.items.length - 1; index >= 0; index--) {
+        const item = node.items[index]!;
         assertEndsLast(item, followed || later);
-      });
+        if (item.kind !== 'end' && item.kind !== 'lookahead') later = true;
+      }
+    }
   }
 }
 
 class RegexParser {
   private position = 0;
+  private depth = 0;
   private readonly chars: string[];
 
   constructor(source: string) {
@@ -186,7 +191,11 @@ class RegexParser {
     else if (char === '*') [min, max] = [0, null];
     else if (char === '+') [min, max] = [1, null];
     else if (char === '{') {
-      const match = /^\{(\d+)(,(\d*))?\}/.exec(this.chars.slice(this.position).join(''));
+      // Only the quantifier's own characters are read: a slice to the end, for each `{` of a long
+      // pattern, made parsing quadratic.
+      let end = this.position + 1;
+      while (end < this.chars.length && /[\d,]/.test(this.chars[end]!)) end++;
+      const match = /^\{(\d+)(,(\d*))?\}/.exec(this.chars.slice(this.position, end + 1).join(''));
       if (!match) return atom;
       min = Number(match[1]);
       max = match[2] === undefined ? min : match[3] === '' ? null : Number(match[3]);
@@ -218,7 +227,9 @@ class RegexParser {
           this.position++;
         } else throw new UnsupportedPattern('lookarounds');
       }
+      if (++this.depth > MAX_GROUP_DEPTH) throw new UnsupportedPattern(`groups nested more than ${MAX_GROUP_DEPTH} deep`);
       const inner = this.alternation();
+      this.depth--;
       if (this.chars[this.position++] !== ')') throw new UnsupportedPattern('an unclosed group');
       return lookahead === null ? inner : { kind: 'lookahead', negated: lookahead, body: inner };
     }
@@ -300,6 +311,12 @@ class RegexParser {
 }
 
 export const MAX_PATTERN_REPETITION = 10_000;
+/**
+ * How deep groups may nest. The parser and the automata walk the tree recursively, so a deeper
+ * one (which JavaScript's own parser accepts) would exhaust the stack; 64 is also JSON's limit
+ * here (LMSP 2), far beyond what patterns written by hand or by Zod use.
+ */
+export const MAX_GROUP_DEPTH = 64;
 
 /** Parses `pattern` into its tree; throws UnsupportedPattern for what the subset leaves out. */
 export function parsePattern(pattern: string): ParsedPattern {
