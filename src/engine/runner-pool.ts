@@ -219,6 +219,9 @@ export class RunnerPool implements Engine {
 
   private async load(runner: RunnerProcess, model: ModelRef, signal: AbortSignal, confirm?: LoadConfirmation): Promise<void> {
     for (;;) {
+      // A listener added to a signal already aborted never hears it: a task cancelled before its
+      // load began would load the model in full first.
+      if (signal.aborted) throw new GenerationCancelled('cancelled while loading');
       // Leases of a runner taken together (its sequences) wait on the load one of them started:
       // the model is loaded, and counted, once (LMSP 15: `lmsp_model_loads_total`).
       const underway = this.loads.get(runner);

@@ -208,7 +208,12 @@ export class Scheduler {
         const verified = await this.core.registry.checkBeforeLoad(task.model);
         await lease.load(abort.signal, this.core.registry.confirmUnchanged(verified));
       }
-      if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) return false;
+      if (!resumed && !(await this.write<Task | null>((c) => machine.startRunning(c, task.id)))) {
+        // A cancel accepted after the load had ended, or while a load that does not watch for it
+        // finished: nothing else will end the task, so the worker records the cancel now.
+        await this.write((c) => machine.finishCancel(c, task.id));
+        return false;
+      }
       // A runner that held the model already: its file is still the one hashed (LMSP 5).
       if (!loads) await this.core.registry.checkLoaded(task.model);
 

@@ -4,6 +4,7 @@ import { FailureRateLimiter } from '../../src/auth/rate-limit.js';
 import { ensureOperatorToken } from '../../src/auth/clients.js';
 import { loadPairingKey } from '../../src/auth/pairing-key.js';
 import { resolveConfig } from '../../src/config.js';
+import type { Engine } from '../../src/engine/engine.js';
 import { RunnerPool } from '../../src/engine/runner-pool.js';
 import { buildApp } from '../../src/http/app.js';
 import { ConnectionRegistry } from '../../src/http/connections.js';
@@ -15,15 +16,21 @@ import { Scheduler } from '../../src/tasks/scheduler.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-export async function buildTestApp(dataDir: string, env: Record<string, string> = {}): Promise<{ app: FastifyInstance; store: Store; scheduler: Scheduler; operatorToken: string; close: () => Promise<void> }> {
+export interface TestAppOptions {
+  /** The engine the tasks run on, made from the real pool (to time a step of it, say). */
+  engine?: (pool: RunnerPool) => Engine;
+}
+
+export async function buildTestApp(dataDir: string, env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<{ app: FastifyInstance; store: Store; scheduler: Scheduler; operatorToken: string; close: () => Promise<void> }> {
   const config = resolveConfig({ dataDirFlag: dataDir, env });
   const bus = new TaskEventBus();
   const store = Store.open(dataDir, { notifier: bus });
   const registry = new ModelRegistry(store, config.modelsDir);
   await registry.ensureBuiltin();
   ensureOperatorToken(store, dataDir);
-  const engine = new RunnerPool({ slots: 1, maxLoadedModels: 1, keepAliveMs: 1000, settings: { gpu: 'cpu', threads: 1, stateDir: join(dataDir, 'state'), tokenDelayMs: 0 }, debug: config.debug });
+  const pool = new RunnerPool({ slots: 1, maxLoadedModels: 1, keepAliveMs: 1000, settings: { gpu: 'cpu', threads: 1, stateDir: join(dataDir, 'state'), tokenDelayMs: 0 }, debug: config.debug });
   const silentLog = { info: () => {}, warn: () => {}, error: () => {} };
+  const engine = options.engine?.(pool) ?? pool;
   const core = { store, machine: newTaskMachine(store), registry, engine, bus, pairingKey: loadPairingKey(dataDir), stopping: false };
   const scheduler = new Scheduler(core, { parallel: 1, maxRestarts: config.maxRestarts, log: silentLog });
   const app = await buildApp({
@@ -40,7 +47,7 @@ export async function buildTestApp(dataDir: string, env: Record<string, string> 
     close: async () => {
       await app.close();
       await scheduler.stop();
-      await engine.close();
+      await pool.close();
       await store.close();
     },
   };
