@@ -4,10 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Engine } from '../../src/engine/engine.js';
+import { GenerationCancelled, type Engine } from '../../src/engine/engine.js';
 import type { RunnerPool } from '../../src/engine/runner-pool.js';
 import { buildTestApp } from '../helpers/app.js';
 import { withDataDir } from '../helpers/data-dir.js';
+import { withEngine } from '../helpers/engine.js';
 import { waitFor } from '../helpers/service.js';
 
 /** The real pool, whose loads run `afterLoad` once the model is loaded and before they return. */
@@ -71,4 +72,18 @@ describe('a cancel that lands as the load ends (LMSP 7.4)', () => {
       await close();
     }
   }));
+
+  test('a load asked for by a lease already cancelled starts nothing, and says so at once', { timeout: 60_000 }, () => {
+    const loads: string[] = [];
+    return withEngine({ onModelLoad: (_id, outcome) => loads.push(outcome) }, async ({ engine, tiny }) => {
+      const lease = engine.acquire(tiny)!;
+      assert.ok(lease.needsLoad);
+      const abort = new AbortController();
+      abort.abort();
+      await assert.rejects(lease.load(abort.signal), GenerationCancelled);
+      assert.deepEqual(loads, [], 'no load was made, so none was counted');
+      assert.deepEqual([...engine.loadedModelIds()], []);
+      lease.release();
+    });
+  });
 });
