@@ -65,8 +65,8 @@ function planPartialContent(answer: Answer): BodyPlan {
     if (requestedFrom > 0) return { kind: 'restart', why: `asked for bytes from ${requestedFrom}, got bytes from ${range.start}` };
     throw lengthMismatch(answer, `asked for the whole file, got bytes from ${range.start}`);
   }
-  const changed = validatorChange(recorded, headers);
-  if (changed) return { kind: 'restart', why: `the file changed on the server (${changed})` };
+  const unusable = validatorChange(recorded, headers);
+  if (unusable) return { kind: 'restart', why: unusable };
   if (recorded?.totalBytes != null && range.total !== null && range.total !== recorded.totalBytes) {
     return { kind: 'restart', why: `the file changed on the server (${range.total} bytes, not ${recorded.totalBytes})` };
   }
@@ -78,16 +78,30 @@ function planPartialContent(answer: Answer): BodyPlan {
   return { kind: 'write', from: range.start, bodyBytes, totalBytes: range.total };
 }
 
-/** How a range answer's validators differ from the ones the partial file was written under. */
+/**
+ * Why a range answer cannot continue the bytes on disk, judged by its validators: they must be
+ * exactly those the bytes came with, an ETag or Last-Modified that appears counting as much as
+ * one that changes or goes. Bytes that came with neither cannot be shown to be of the same
+ * file, so they are not continued either.
+ */
 function validatorChange(recorded: ResumeState | null, headers: Readonly<ResponseHeaders>): string | null {
   if (!recorded) return null;
-  const etag = recorded.seen ? recorded.seen.etag : recorded.etag;
-  const lastModified = recorded.seen ? recorded.seen.lastModified : recorded.lastModified;
-  if (etag !== null && headers.etag !== etag) return headers.etag === undefined ? 'no ETag any more' : 'another ETag';
-  if (lastModified !== null && headers['last-modified'] !== lastModified) {
-    return headers['last-modified'] === undefined ? 'no Last-Modified any more' : 'another Last-Modified';
+  const changed = (what: string) => `the file changed on the server (${what})`;
+  if (!recorded.seen) {
+    // A record written before the answer's own validators were kept: its strong ones.
+    if (recorded.etag !== null && headers.etag !== recorded.etag) return changed(headers.etag === undefined ? 'no ETag any more' : 'another ETag');
+    if (recorded.lastModified !== null && headers['last-modified'] !== recorded.lastModified) {
+      return changed(headers['last-modified'] === undefined ? 'no Last-Modified any more' : 'another Last-Modified');
+    }
+    return null;
   }
-  return null;
+  const { etag, lastModified } = recorded.seen;
+  if (etag === null && lastModified === null) return 'the server sent neither ETag nor Last-Modified, so nothing shows the file is the same';
+  const compare = (name: string, article: string, was: string | null, now: string | undefined): string | null => {
+    if ((now ?? null) === was) return null;
+    return changed(was === null ? `${article} ${name} it did not have` : now === undefined ? `no ${name} any more` : `another ${name}`);
+  };
+  return compare('ETag', 'an', etag, headers.etag) ?? compare('Last-Modified', 'a', lastModified, headers['last-modified']);
 }
 
 function planUnsatisfiable(answer: Answer): BodyPlan {

@@ -73,8 +73,13 @@ describe('what an answer means for the partial file (LMSP 5.1)', () => {
     assert.equal(planBody(answer(206, { ...range, 'last-modified': 'Wed, 02 Oct 2024 10:00:00 GMT' }, 400, recent)).kind, 'restart');
     // A strong ETag that disappears.
     assert.deepEqual(planBody(answer(206, range, 400, under({ etag: '"v1"' }))), { kind: 'restart', why: 'the file changed on the server (no ETag any more)' });
-    // No validators at all: only the offset and the total are checked.
-    assert.equal(planBody(answer(206, range, 400, under({}))).kind, 'write');
+    // Bytes that came with no validator cannot be shown to be of the same file.
+    assert.deepEqual(planBody(answer(206, range, 400, under({}))),
+      { kind: 'restart', why: 'the server sent neither ETag nor Last-Modified, so nothing shows the file is the same' });
+    // A validator the bytes on disk did not come with: the file may have changed under it.
+    assert.deepEqual(planBody(answer(206, { ...range, etag: '"b"' }, 400, dated)), { kind: 'restart', why: 'the file changed on the server (an ETag it did not have)' });
+    assert.deepEqual(planBody(answer(206, { ...range, etag: 'W/"a"', 'last-modified': 'Tue, 01 Oct 2024 10:00:00 GMT' }, 400, weak)),
+      { kind: 'restart', why: 'the file changed on the server (a Last-Modified it did not have)' });
     // A record written before the answer's own validators were kept compares its strong ones.
     assert.equal(planBody(answer(206, { ...range, etag: '"v2"' }, 400, RECORDED)).kind, 'restart');
     assert.equal(planBody(answer(206, { ...range, etag: '"v1"' }, 400, RECORDED)).kind, 'write');

@@ -203,6 +203,11 @@ describe('model download (LMSP 5.1)', () => {
       // If-Range sent, and ignored by the server; only its Last-Modified says the file changed.
       { name: 'dated', before: { etag: null, lastModified: 'Tue, 01 Oct 2024 10:00:00 GMT' }, after: { etag: null, lastModified: 'Wed, 02 Oct 2024 10:00:00 GMT' } },
       { name: 'vanished', before: { etag: '"v1"' }, after: { etag: null } },
+      // Bytes that came with no validator, continued by an answer that has one.
+      { name: 'appeared', before: { etag: null }, after: { etag: '"b"' } },
+      { name: 'appeared-dated', before: { etag: null }, after: { etag: null, lastModified: 'Wed, 02 Oct 2024 10:00:00 GMT' } },
+      // No validator before or after: nothing shows the file is the same.
+      { name: 'none', before: { etag: null }, after: { etag: null } },
     ];
     for (const { name, before, after } of cases) {
       const path = `/changed-${name}/tiny.gguf`;
