@@ -38,14 +38,18 @@ export interface FileState {
 }
 
 /**
- * Reports progress at most once per interval, and only when bytes arrived. A download that ends
- * before its first interval still reports once, at its end, so that every pull that fetched bytes
- * has at least one progress report (with the whole size when it is known).
+ * Reports progress at most once per interval, and only when bytes arrived. Bytes that arrived
+ * too soon after a report are reported when the interval is up, even if no more come (a server
+ * that stalls shows what it sent), and before the download ends, however it ends; so every pull
+ * that fetched bytes has at least one progress report (with the whole size when it is known).
  */
 export class ProgressReporter {
   private lastAt = -1;
   private lastBytes = 0;
   private reported = false;
+  /** The file's bytes and total as last heard, reported or not. */
+  private latest: { downloadedBytes: number; totalBytes: number | null } | null = null;
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly onProgress: ((progress: DownloadProgress) => void) | undefined, private readonly intervalMs: number) {}
 
@@ -53,24 +57,57 @@ export class ProgressReporter {
   begin(bytes: number): void {
     if (this.lastAt < 0) this.lastAt = performance.now();
     this.lastBytes = bytes;
+    this.latest = null;
   }
 
   update(downloadedBytes: number, totalBytes: number | null): void {
     if (!this.onProgress) return;
+    this.latest = { downloadedBytes, totalBytes };
+    if (downloadedBytes === this.lastBytes) return;
     const now = performance.now();
     const elapsed = now - this.lastAt;
-    if (elapsed < this.intervalMs || downloadedBytes === this.lastBytes) return;
-    this.report(now, elapsed, downloadedBytes, totalBytes);
+    if (elapsed >= this.intervalMs) {
+      this.report(now, elapsed, downloadedBytes, totalBytes);
+      return;
+    }
+    if (!this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.flush();
+      }, this.intervalMs - elapsed);
+      this.timer.unref();
+    }
+  }
+
+  /** Reports the bytes heard of and not reported yet, if any. */
+  flush(): void {
+    const latest = this.latest;
+    if (!this.onProgress || !latest || this.lastAt < 0 || latest.downloadedBytes === this.lastBytes) return;
+    const now = performance.now();
+    this.report(now, Math.max(1, now - this.lastAt), latest.downloadedBytes, latest.totalBytes);
   }
 
   /** The file is whole: the first report, if there was none and bytes arrived. */
   finish(downloadedBytes: number, totalBytes: number | null): void {
+    this.stop();
     if (!this.onProgress || this.reported || this.lastAt < 0 || downloadedBytes === this.lastBytes) return;
     const now = performance.now();
     this.report(now, Math.max(1, now - this.lastAt), downloadedBytes, totalBytes);
   }
 
+  /** The download ended without a whole file: what arrived is reported, and nothing after. */
+  end(): void {
+    this.stop();
+    this.flush();
+  }
+
+  private stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
   private report(now: number, elapsed: number, downloadedBytes: number, totalBytes: number | null): void {
+    this.stop();
     const bytesPerSecond = Math.max(0, Math.round(((downloadedBytes - this.lastBytes) * 1000) / elapsed));
     this.lastAt = now;
     this.lastBytes = downloadedBytes;

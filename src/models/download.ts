@@ -30,7 +30,8 @@
  *   rejects with `DownloadAbortedError`; the caller removes the file on a cancel.
  * - Progress: `onProgress` at most once per `progressIntervalMs` (default 1000), and only when
  *   bytes arrived since the last call, with the bytes of the file so far, the total when known,
- *   and the rate over that interval.
+ *   and the rate over that interval; bytes not reported yet are reported when the interval is
+ *   up, even if no more arrive, and before a failure or an abort is thrown.
  * - Durability: the partial file is flushed in the background every 32 MiB, fsynced before it
  *   is moved, and the folder fsynced after; the move is a hard link then an unlink, so a
  *   target that already exists is never overwritten (`target_exists`). Two downloads of the
@@ -152,6 +153,7 @@ class Download {
       this.progress.finish(file.state.size, file.totalBytes);
       return await this.finish(file.state, file.totalBytes, Math.min(onDisk, file.keptBytes));
     } catch (error) {
+      this.progress.end();
       throw await this.settleFailure(error);
     }
   }

@@ -125,6 +125,31 @@ describe('model download (LMSP 5.1)', () => {
     assert.ok(reports[0]!.bytesPerSecond > 0);
   }, 'pull-progress-fast'));
 
+  test('bytes that arrived are reported though no more come: once the interval is up, and before a failure', () => withDataDir(async (modelsDir) => {
+    const path = '/stalled/tiny.gguf';
+    server.serve(path, MODEL);
+    // A server that sends a part at once, then nothing: the report comes when the interval is up.
+    server.behaveOnce(path, { stallAfterBytes: 100_000 });
+    const stalled: Array<{ at: number; progress: DownloadProgress }> = [];
+    const started = performance.now();
+    const stall = await downloadModel(options(modelsDir, path, {
+      progressIntervalMs: 300, idleTimeoutMs: 3_000,
+      onProgress: (progress) => stalled.push({ at: performance.now() - started, progress }),
+    })).catch((error: unknown) => error);
+    assert.ok(stall instanceof DownloadError && stall.reason === 'timeout', String(stall));
+    assert.equal(stalled.length, 1, 'one report of the bytes that came');
+    assert.equal(stalled[0]!.progress.downloadedBytes, 100_000);
+    assert.ok(stalled[0]!.at < 2_500, `reported while the server was silent, at ${Math.round(stalled[0]!.at)} ms`);
+    // A connection lost before the interval was up: reported before the failure is.
+    rmSync(partialPathOf(modelsDir, 'tiny'), { force: true });
+    server.behaveOnce(path, { dropAfterBytes: 50_000 });
+    const dropped: DownloadProgress[] = [];
+    const drop = await downloadModel(options(modelsDir, path, { progressIntervalMs: 60_000, onProgress: (progress) => dropped.push(progress) }))
+      .catch((error: unknown) => error);
+    assert.ok(drop instanceof DownloadError && drop.reason === 'connection_lost', String(drop));
+    assert.deepEqual(dropped.map((progress) => progress.downloadedBytes), [50_000]);
+  }, 'pull-progress-stalled'));
+
   test('an abort stops within a second and keeps the partial file', () => withDataDir(async (modelsDir) => {
     server.serve('/abort/tiny.gguf', MODEL);
     const { error, abortToReject } = await abortHalfway(modelsDir, '/abort/tiny.gguf');
