@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -17,6 +17,13 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.equal(resolveConfig({ ...base, env: { LMSP_RETENTION: '12h' }, stored: { retentionMs: '2d' }, flags: { retentionMs: '30s' } }).retentionMs, 30_000);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { retentionMs: 'forever' } }).retentionMs, Infinity);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { sweepIntervalMs: '500ms' } }).sweepIntervalMs, 500);
+    // A period of 0 runs without pause; a timer past about 24.8 days fires after 1 ms.
+    assert.throws(() => resolveConfig({ ...base, env: {}, flags: { sweepIntervalMs: '0s' } }), /--sweep-interval.*at least 100ms/);
+    assert.throws(() => resolveConfig({ ...base, env: { LMSP_SWEEP_INTERVAL: '30d' } }), /LMSP_SWEEP_INTERVAL.*at most 24d/);
+    assert.throws(() => resolveConfig({ ...base, env: {}, stored: { keepAliveMs: '30d' } }), /keep-alive.*at most 24d, or 'forever'/);
+    assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '24d' } }).keepAliveMs, 24 * 24 * 3600 * 1000);
+    assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: 'forever' } }).keepAliveMs, Infinity);
+    assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '0s' } }).keepAliveMs, 0);
     assert.throws(() => resolveConfig({ ...base, env: {}, flags: { retentionMs: 'soon' } }), /--retention/);
     assert.throws(() => resolveConfig({ ...base, env: { LMSP_PARALLEL: 'many' } }), /LMSP_PARALLEL/);
     assert.equal(resolveConfig({ ...base, env: {} }).host, '127.0.0.1');
@@ -105,6 +112,18 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.deepEqual(JSON.parse(set.stdout), { setting: 'port', value: 6000, source: 'stored' });
     const stored = await runCli(['config', 'get', 'port', '--json', '--data-dir', dataDir]);
     assert.deepEqual(JSON.parse(stored.stdout), { setting: 'port', value: 6000, source: 'stored' });
+  }));
+
+  test('a relative models-dir is stored as the folder it names where config set runs, as it reports', { timeout: 30_000 }, () => withDataDir(async (parent) => {
+    const dataDir = join(parent, 'data');
+    const here = join(parent, 'here');
+    mkdirSync(here);
+    const set = await runCli(['config', 'set', 'models-dir', './models', '--json', '--data-dir', dataDir], { cwd: here });
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual(JSON.parse(set.stdout), { setting: 'models-dir', value: join(here, 'models'), source: 'stored' });
+    // Read from anywhere else, it is the same folder: the one a service started anywhere uses.
+    const got = await runCli(['config', 'get', 'models-dir', '--json', '--data-dir', dataDir], { cwd: parent });
+    assert.deepEqual(JSON.parse(got.stdout), { setting: 'models-dir', value: join(here, 'models'), source: 'stored' });
   }));
 
   test('bad flags exit with a clear message and status 2', { timeout: 30_000 }, () => withDataDir(async (dataDir) => {

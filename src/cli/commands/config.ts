@@ -81,12 +81,13 @@ export function registerConfig(program: Command): void {
       } catch (error) {
         throw new CliError(`${option.flag.slice(2)}: ${(error as Error).message}, got '${value}'`, EXIT_USAGE);
       }
+      const stored = option.storedAs?.(value) ?? value;
       const store = openStore(options, true);
-      store.db.transaction(() => store.config.set(STORED_CONFIG_PREFIX + option.key, value));
+      store.db.transaction(() => store.config.set(STORED_CONFIG_PREFIX + option.key, stored));
       store.db.sqlite.close();
-      const row = rowOf(await settingRows(options, { ...readStoredSettings(options), [option.key]: value }), option);
+      const row = rowOf(await settingRows(options, { ...readStoredSettings(options), [option.key]: stored }), option);
       if (options.json) printJson(row);
-      else process.stdout.write(`${option.flag.slice(2)} = ${value} (restart the service to apply)\n`);
+      else process.stdout.write(`${option.flag.slice(2)} = ${stored} (restart the service to apply)\n`);
     }));
 
   withCommonOptions(config.command('unset <setting>').description('forget a stored setting'))
