@@ -204,13 +204,16 @@ export interface PairingCodeObject {
   expires_at: number;
 }
 
+/** An input item's status as OpenAI's types have it; null and absent mean `completed`. */
+export type InputItemStatusInput = 'in_progress' | 'completed' | 'incomplete' | null;
+
 export interface MessageInput {
   role: MessageRole;
   content: string | Array<{ type: 'input_text' | 'output_text'; text: string }>;
   type?: 'message';
   /** As OpenAI: an item given back (a previous output message) keeps its id and status. */
-  id?: string;
-  status?: string;
+  id?: string | null;
+  status?: InputItemStatusInput;
 }
 
 /** The body of `POST /v1/responses` (a subset of the OpenAI Responses API, LMSP section 6). */
@@ -262,8 +265,8 @@ export interface FunctionCallInput {
   call_id: string;
   name: string;
   arguments: string;
-  id?: string;
-  status?: string;
+  id?: string | null;
+  status?: InputItemStatusInput;
 }
 
 export interface FunctionCallOutputInput {
@@ -271,6 +274,6 @@ export interface FunctionCallOutputInput {
   call_id: string;
   /** A string, or (as OpenAI allows) text parts, which are joined. */
   output: string | Array<{ type: 'input_text'; text: string }>;
-  id?: string;
-  status?: string;
+  id?: string | null;
+  status?: InputItemStatusInput;
 }

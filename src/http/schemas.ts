@@ -17,6 +17,13 @@ const RESPONSE_INCLUDABLES = [
 
 const TEXT_PART_TYPES = ['input_text', 'output_text'];
 
+/**
+ * An input item's own id and status, as OpenAI's types have them: null is absent (a new id, and
+ * `completed`), and an id is not empty (`input_items` pages by it).
+ */
+const itemId = { type: ['string', 'null'], minLength: 1, maxLength: 256 } as const;
+const itemStatus = { type: ['string', 'null'], enum: ['in_progress', 'completed', 'incomplete', null] } as const;
+
 /** A part of another type (input_image, ...) is named by its type, not by the text it lacks. */
 const contentPart = {
   type: 'object',
@@ -32,8 +39,8 @@ const message = {
     type: { type: 'string', enum: ['message'] },
     role: { type: 'string', enum: ['user', 'assistant', 'system', 'developer'] },
     content: { anyOf: [{ type: 'string' }, { type: 'array', items: contentPart }] },
-    id: { type: 'string', maxLength: 256 },
-    status: { type: 'string' },
+    id: itemId,
+    status: itemStatus,
   },
 } as const;
 
@@ -84,8 +91,8 @@ const functionCallItem = {
     call_id: { type: 'string', minLength: 1, maxLength: 256 },
     name: { type: 'string', minLength: 1, maxLength: 64 },
     arguments: { type: 'string' },
-    id: { type: 'string', maxLength: 256 },
-    status: { type: 'string' },
+    id: itemId,
+    status: itemStatus,
   },
 } as const;
 
@@ -108,8 +115,8 @@ const functionCallOutputItem = {
         },
       }],
     },
-    id: { type: 'string', maxLength: 256 },
-    status: { type: 'string' },
+    id: itemId,
+    status: itemStatus,
   },
 } as const;
 

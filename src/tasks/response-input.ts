@@ -4,7 +4,7 @@
  * its chat template, as an assistant message with calls and a tool message. A previous response
  * carries its own calls into the next one (`previous_response_id`).
  */
-import type { FunctionCallInput, FunctionCallOutputInput, MessageInput } from '../api/types.js';
+import type { FunctionCallInput, FunctionCallOutputInput, InputItemStatusInput, MessageInput } from '../api/types.js';
 import { invalidRequest } from '../domain/errors.js';
 import type { ChatMessage, InputItem, InputItemStatus, ResponseInputItem, StoredResponse } from '../domain/responses.js';
 import { randomBase62 } from '../ids.js';
@@ -15,14 +15,24 @@ function itemId(prefix: 'fc' | 'fco'): string {
   return `${prefix}_${randomBase62(24)}`;
 }
 
-/** An item's status as sent, when it is one of OpenAI's; `completed` otherwise. */
-export function itemStatus(status: string | undefined): InputItemStatus {
-  return status === 'in_progress' || status === 'incomplete' ? status : 'completed';
+/** An item's status as sent; `completed` when absent. */
+export function itemStatus(status: InputItemStatusInput | undefined): InputItemStatus {
+  return status ?? 'completed';
 }
 
-/** The request's input as stored items; messages go through `normalizeMessages`, in order. */
+/**
+ * The request's input as stored items; messages go through `normalizeMessages`, in order. Ids
+ * the client gave are kept, so two items with the same one are refused, as OpenAI does: the
+ * response's `input_items` are paged by id.
+ */
 export function normalizeInput(input: string | Input[], normalizeMessages: (messages: MessageInput[]) => InputItem[]): ResponseInputItem[] {
   const items: Input[] = typeof input === 'string' ? [{ role: 'user', content: input }] : input;
+  const seen = new Set<string>();
+  items.forEach((item, index) => {
+    if (item.id == null) return;
+    if (seen.has(item.id)) throw invalidRequest(`input[${index}].id`, `Duplicate item found with id ${item.id}.`);
+    seen.add(item.id);
+  });
   return items.map((item): ResponseInputItem => {
     if (item.type === 'function_call') {
       return { id: item.id ?? itemId('fc'), type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments, status: itemStatus(item.status) };

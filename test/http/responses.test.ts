@@ -233,14 +233,30 @@ describe('Responses API (LMSP section 6)', () => {
     assert.notEqual(items.data[2]!.id, given.id);
     // Input text parts stay as they are: OpenAI's input_text has no annotations.
     assert.deepEqual(items.data[3], { id: items.data[3]!.id, type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: 'two' }] });
-    // A status that is none of OpenAI's is not kept; an id that is not a string is a 400 naming it.
-    const odd = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 2, input: [{ role: 'user', content: 'x', status: 'weird' }] } });
-    assert.equal(odd.status, 200);
-    const oddItems = await service.client.inputItems((await json<{ id: string }>(odd)).id);
-    assert.equal(oddItems.data[0]!.status, 'completed');
-    const badId = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 2, input: [{ role: 'user', content: 'x', id: 5 }] } });
-    assert.equal(badId.status, 400);
-    assert.equal((await json<{ error: { param: string } }>(badId)).error.param, 'input[0].id');
+    // As OpenAI's types: a null id or status is absent (a new id, completed), on every kind of item.
+    const nulls = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 2, input: [
+      { role: 'user', content: 'x', id: null, status: null },
+      { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}', id: null, status: null },
+      { type: 'function_call_output', call_id: 'c1', output: 'done', id: null, status: null },
+    ] } });
+    assert.equal(nulls.status, 200, await nulls.clone().text());
+    const nullItems = await service.client.inputItems((await json<{ id: string }>(nulls)).id);
+    assert.deepEqual(nullItems.data.map((item) => [item.id.split('_')[0], item.status]), [['msg', 'completed'], ['fc', 'completed'], ['fco', 'completed']]);
+    // A status that is none of OpenAI's, an id that is not a string or is empty, and an id given
+    // twice (input_items pages by it) are 400s naming the field.
+    const refused = async (input: unknown[], param: string) => {
+      const answer = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', max_output_tokens: 2, input } });
+      assert.equal(answer.status, 400, param);
+      const error = (await json<{ error: { code: string; param: string; message: string } }>(answer)).error;
+      assert.deepEqual([error.code, error.param], ['invalid_request', param]);
+      return error.message;
+    };
+    await refused([{ role: 'user', content: 'x', status: 'weird' }], 'input[0].status');
+    await refused([{ role: 'user', content: 'x', id: 5 }], 'input[0].id');
+    await refused([{ role: 'user', content: 'x', id: '' }], 'input[0].id');
+    assert.equal(await refused([{ role: 'user', content: 'a', id: 'msg_a' }, { role: 'user', content: 'b', id: 'msg_b' }, { role: 'user', content: 'c', id: 'msg_a' }], 'input[2].id'),
+      'Duplicate item found with id msg_a.');
+    await refused([{ type: 'function_call', call_id: 'c', name: 'f', arguments: '{}', id: 'x' }, { type: 'function_call_output', call_id: 'c', output: 'o', id: 'x' }], 'input[1].id');
   }));
 
   test('previous_response_id continues a conversation; unknown ids are 404', () => withService({}, async (service) => {
