@@ -13,7 +13,7 @@ import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppContext, RouteAccess, RouteAnswers } from './context.js';
 import { registerAuth } from './auth.js';
 import {
-  answerWhatNodeWouldRefuse, clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, MAX_JSON_DEPTH,
+  answerWhatNodeWouldRefuse, clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH,
   REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
 import { registerGuards, setCors } from './guards.js';
@@ -270,11 +270,18 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     if (jsonDepthExceeds(text)) {
       return done(new ServiceError('invalid_json', `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels.`), undefined);
     }
+    let value: unknown;
     try {
-      done(null, JSON.parse(text));
+      value = JSON.parse(text);
     } catch (error) {
-      done(new ServiceError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
+      return done(new ServiceError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
     }
+    const lone = loneSurrogatePath(text, value);
+    if (lone !== null) {
+      return done(new ServiceError('invalid_request', 'The string holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), which is no Unicode character.',
+        { param: lone === '' ? null : lone }), undefined);
+    }
+    done(null, value);
   };
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson);
   app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'buffer' }, parseJson);

@@ -50,6 +50,39 @@ export function jsonDepthExceeds(text: string, max = MAX_JSON_DEPTH): boolean {
   return false;
 }
 
+/** A `\uD800`-`\uDFFF` escape in JSON text: only then can a parsed value hold a lone surrogate. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Where a parsed JSON body holds a lone surrogate (`"\ud800"` escaped without its pair), as a
+ * field path (`input[0].content`), or null. Such a string is no Unicode text: it cannot be
+ * written as UTF-8, so it would reach the model and the database as U+FFFD, changed silently.
+ * `text` is the body as received; the walk runs only when it holds such an escape.
+ */
+export function loneSurrogatePath(text: string, value: unknown): string | null {
+  if (!SURROGATE_ESCAPE.test(text)) return null;
+  const walk = (node: unknown, path: string): string | null => {
+    if (typeof node === 'string') return LONE_SURROGATE.test(node) ? path : null;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const found = walk(node[i], `${path}[${i}]`);
+        if (found !== null) return found;
+      }
+      return null;
+    }
+    if (node === null || typeof node !== 'object') return null;
+    for (const [key, child] of Object.entries(node)) {
+      const at = path === '' ? key : `${path}.${key}`;
+      if (LONE_SURROGATE.test(key)) return at;
+      const found = walk(child, at);
+      if (found !== null) return found;
+    }
+    return null;
+  };
+  return walk(value, '');
+}
+
 /**
  * Reads and discards what is left of a request's body, up to `bound` bytes. Resolves true once
  * the client has sent all of it, false when it sends more than the bound (the connection must

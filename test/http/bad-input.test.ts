@@ -140,6 +140,25 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
       assert.deepEqual(((await ok.json()) as { metadata: unknown }).metadata, { k: 'é🙂' });
     }));
 
+  test('a string with a lone surrogate escape is 400 naming its field: it is no Unicode text, and would be stored as U+FFFD', () =>
+    withService({}, async (service) => {
+      const before = rowCounts(service);
+      const post = (path: string, text: string) => api(service, path, { method: 'POST', body: Buffer.from(text), headers: { 'content-type': 'application/json' } });
+      const cases: Array<[string, string, string]> = [
+        ['/v1/responses', '{"model": "lmsp-tiny", "instructions": "\\udc00", "input": "hi", "max_output_tokens": 1}', 'instructions'],
+        ['/v1/responses', '{"model": "lmsp-tiny", "input": [{"role": "user", "content": "a\\uD800b"}], "max_output_tokens": 1}', 'input[0].content'],
+        ['/v1/responses', '{"model": "lmsp-tiny", "input": "hi", "metadata": {"k\\ud83d": "v"}}', 'metadata.k\ud83d'],
+        ['/v1/chat/completions', '{"model": "lmsp-tiny", "messages": [{"role": "user", "content": "\\ude00 x"}], "max_tokens": 1}', 'messages[0].content'],
+        ['/v1/embeddings', '{"model": "lmsp-tiny", "input": ["ok", "\\ud800"]}', 'input[1]'],
+      ];
+      for (const [path, body, param] of cases) await expectError(await post(path, body), 400, 'invalid_request', param);
+      assert.deepEqual(rowCounts(service), before, 'nothing was written');
+      // A pair, escaped or not, is the character it encodes.
+      const paired = await post('/v1/responses', '{"model": "lmsp-tiny", "instructions": "\\ud83d\\ude00", "input": "\\\\ud800 is text here", "max_output_tokens": 1}');
+      assert.equal(paired.status, 200);
+      assert.equal(((await paired.json()) as { instructions: string }).instructions, '\u{1F600}');
+    }));
+
   test('unknown ids and routes are 404 not_found on every path', () => withService({}, async (service) => {
     for (const [method, path] of [
       ['GET', '/v1/responses/resp_missing'], ['POST', '/v1/responses/resp_missing/cancel'], ['DELETE', '/v1/responses/resp_missing'],
