@@ -90,11 +90,14 @@ function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
     }
     names.add(tool.name);
     const parameters = toolParameters(tool);
-    if (parameters.type !== 'object') {
-      // As OpenAI: the arguments are a JSON object (clients parse them as one), never a bare value.
+    if (parameters.type !== 'object' || parameters.nullable === true) {
+      // As OpenAI: the arguments are a JSON object (clients parse them as one), never a bare
+      // value, nor null (OpenAPI's `nullable` is `type: ["object", "null"]` written otherwise).
+      const nullable = parameters.type === 'object';
       return {
-        ok: false, toolIndex: index, keyword: 'type', pointer: '',
-        message: `the parameters of a function must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type ?? null)}`,
+        ok: false, toolIndex: index, keyword: nullable ? 'nullable' : 'type', pointer: '',
+        message: nullable ? 'the parameters of a function must be a JSON Schema of type "object", which cannot be nullable'
+          : `the parameters of a function must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type ?? null)}`,
       };
     }
     const support = checkSchemaSupported(parameters);
