@@ -243,6 +243,46 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     }
   });
 
+  test('an optional property whose every value would nest without end is not offered; one that can end is', () => {
+    const endless = { type: 'object', properties: { n: { $ref: '#/$defs/x' } }, required: ['n'] };
+    // The rules the root reaches, as text: what the model can be made to write.
+    const grammarOf = (schema: Record<string, unknown>) => {
+      const grammar = constraintGrammar({ format: { type: 'json_schema', schema }, tools: [], toolChoice: 'auto', parallelToolCalls: true }, PLAIN_TOOL_CALL_SYNTAX).grammar!;
+      const bodies = new Map(grammar.trim().split('\n').map((line) => line.split(' ::= ') as [string, string]));
+      const reached = new Set<string>();
+      const visit = (name: string) => {
+        if (reached.has(name)) return;
+        reached.add(name);
+        const names = bodies.get(name)!.replace(/"(\\.|[^"\\])*"|\[(\\.|[^\]\\])*\]/g, ' ').match(/[a-z0-9-]+/g) ?? [];
+        for (const next of names) if (bodies.has(next)) visit(next);
+      };
+      visit('root');
+      return [...reached].map((name) => bodies.get(name)).join('\n');
+    };
+    const never = grammarOf({ $defs: { x: endless }, type: 'object', properties: { a: { $ref: '#/$defs/x' }, b: { type: 'integer' } } });
+    assert.doesNotMatch(never, /\\"a\\"/, 'the property that cannot end is not in the grammar');
+    assert.match(never, /\\"b\\"/);
+    // The same in an anyOf: the branch that cannot end is dropped, the other kept.
+    const branch = grammarOf({ $defs: { x: endless }, type: 'object', properties: { a: { anyOf: [{ $ref: '#/$defs/x' }, { type: 'null' }] } }, required: ['a'] });
+    assert.match(branch, /\\"a\\"/);
+    assert.doesNotMatch(branch, /\\"n\\"/);
+    // A recursion that can end keeps its property.
+    const ends = grammarOf({ $defs: { x: { type: 'object', properties: { n: { $ref: '#/$defs/x' } } } }, type: 'object', properties: { a: { $ref: '#/$defs/x' } } });
+    assert.match(ends, /\\"a\\"/);
+    assert.match(ends, /\\"n\\"/);
+  });
+
+  test('a refusal under allOf names the part it is in', () => {
+    const pointerOf = (schema: unknown) => {
+      const result = checkSchemaSupported(schema);
+      return result.ok ? null : result.pointer;
+    };
+    assert.equal(pointerOf({ allOf: [{ type: 'integer', multipleOf: 7, maximum: 0, minimum: -1e9 }] }), '/allOf/0/multipleOf');
+    assert.equal(pointerOf({ allOf: [{ type: 'object', properties: { a: { type: 'integer' } } }, { type: 'object', properties: { b: { not: {} } } }] }),
+      '/allOf/1/properties/b/not');
+    assert.equal(pointerOf({ type: 'object', properties: { c: { not: {} } }, allOf: [{ type: 'object', properties: { a: { type: 'integer' } } }] }), '/properties/c/not');
+  });
+
   test('pointers escape ~ and / (RFC 6901)', () => {
     const result = checkSchemaSupported({ type: 'object', properties: { 'a/b~c': { not: {} } } });
     assert.deepEqual(result.ok ? null : result.pointer, '/properties/a~1b~0c/not');
@@ -257,6 +297,12 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     assert.equal(twice.ok, false);
     const schema = checkToolsSupported([{ name: 'a', parameters: { type: 'object', properties: { x: { not: {} } } } }]);
     assert.deepEqual(schema.ok ? null : [schema.toolIndex, schema.keyword, schema.pointer], [0, 'not', '/properties/x/not']);
+    // Arguments are an object, never null: OpenAPI's nullable is type ["object", "null"] written otherwise.
+    for (const [parameters, keyword] of [[{ type: ['object', 'null'] }, 'type'], [{ type: 'object', nullable: true, properties: { a: { type: 'integer' } } }, 'nullable']] as const) {
+      const refused = checkToolsSupported([{ name: 'f', parameters }]);
+      assert.deepEqual(refused.ok ? null : [refused.toolIndex, refused.keyword, refused.pointer], [0, keyword, ''], JSON.stringify(parameters));
+    }
+    assert.deepEqual(checkToolsSupported([{ name: 'f', parameters: { type: 'object', nullable: false } }]), { ok: true });
   });
 
   test('the grammar of a generation: none, forced, auto', () => {

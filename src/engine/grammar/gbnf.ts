@@ -145,12 +145,15 @@ export class GbnfRuleSet {
   }
 
   /**
-   * Whether `expression` matches some finite text under these rules. A rule is productive when one
-   * of its alternatives is made of literals, classes, optional parts and productive rules only;
-   * the rules are swept until none changes. Only `$ref` cycles can make a rule unproductive (a
-   * recursive property that is required), so callers ask only when they met one.
+   * `expression` with, in it and in every rule, the parts no finite text can match taken out: an
+   * optional part or an alternative that goes around a `$ref` cycle for ever (an optional
+   * property whose every value would nest without end) is never offered to the model, which
+   * would otherwise nest until its limit. Null when the expression itself matches no finite
+   * text. A rule is productive when one of its alternatives is made of literals, classes,
+   * optional parts and productive rules only; the rules are swept until none changes. Only
+   * `$ref` cycles can make a rule unproductive, so callers ask only when they met one.
    */
-  producesFiniteText(expression: string): boolean {
+  withoutEndlessParts(expression: string): string | null {
     const parsed = new Map<string, GbnfNode>();
     for (const [name, body] of this.bodies) parsed.set(name, parseGbnf(body));
     const productive = new Set<string>();
@@ -163,7 +166,13 @@ export class GbnfRuleSet {
         }
       }
     }
-    return isProductive(parseGbnf(expression), productive);
+    // Only productive rules are reachable from what is kept, so only their bodies are rewritten.
+    for (const name of productive) {
+      const pruned = prune(parsed.get(name)!, productive);
+      if (pruned) this.bodies.set(name, renderGbnf(pruned));
+    }
+    const root = prune(parseGbnf(expression), productive);
+    return root && renderGbnf(root);
   }
 
   render(rootBody: string): string {
@@ -175,10 +184,11 @@ export class GbnfRuleSet {
 
 /** A GBNF expression as this module writes it: terminals, rule names, sequences, alternatives, `?`, `*`, `+`. */
 type GbnfNode =
-  | { kind: 'terminal' }
+  | { kind: 'terminal'; text: string }
   | { kind: 'rule'; name: string }
   | { kind: 'sequence' | 'alternatives'; items: GbnfNode[] }
-  | { kind: 'optional' | 'some'; item: GbnfNode };
+  | { kind: 'optional'; item: GbnfNode; operator: '?' | '*' }
+  | { kind: 'some'; item: GbnfNode };
 
 function isProductive(node: GbnfNode, productive: ReadonlySet<string>): boolean {
   switch (node.kind) {
@@ -191,15 +201,55 @@ function isProductive(node: GbnfNode, productive: ReadonlySet<string>): boolean 
   }
 }
 
+const EMPTY: GbnfNode = { kind: 'terminal', text: '""' };
+
+/** The node without its parts that match no finite text; null when it matches none. */
+function prune(node: GbnfNode, productive: ReadonlySet<string>): GbnfNode | null {
+  switch (node.kind) {
+    case 'terminal': return node;
+    case 'rule': return productive.has(node.name) ? node : null;
+    case 'optional': {
+      const item = prune(node.item, productive);
+      return item ? { ...node, item } : EMPTY;
+    }
+    case 'some': {
+      const item = prune(node.item, productive);
+      return item && { ...node, item };
+    }
+    case 'sequence': {
+      const items = node.items.map((item) => prune(item, productive));
+      return items.every((item) => item !== null) ? { kind: 'sequence', items: items as GbnfNode[] } : null;
+    }
+    case 'alternatives': {
+      const items = node.items.map((item) => prune(item, productive)).filter((item) => item !== null);
+      return items.length === 0 ? null : items.length === 1 ? items[0]! : { kind: 'alternatives', items };
+    }
+  }
+}
+
+function renderGbnf(node: GbnfNode): string {
+  const grouped = (inner: GbnfNode) => (inner.kind === 'terminal' || inner.kind === 'rule' ? renderGbnf(inner) : `(${renderGbnf(inner)})`);
+  switch (node.kind) {
+    case 'terminal': return node.text;
+    case 'rule': return node.name;
+    case 'optional': return `${grouped(node.item)}${node.operator}`;
+    case 'some': return `${grouped(node.item)}+`;
+    case 'sequence': return node.items.map((item) => (item.kind === 'alternatives' ? grouped(item) : renderGbnf(item))).join(' ');
+    case 'alternatives': return node.items.map(renderGbnf).join(' | ');
+  }
+}
+
 /** Parses an expression written by this module (literals, classes, names, groups, `|`, `?`, `*`, `+`). */
 function parseGbnf(text: string): GbnfNode {
   let at = 0;
   const skipSpace = () => {
     while (at < text.length && /\s/.test(text[at]!)) at++;
   };
-  const quoted = (close: string) => {
+  const quoted = (close: string): GbnfNode => {
+    const start = at;
     for (at++; at < text.length && text[at] !== close; at++) if (text[at] === '\\') at++;
     at++;
+    return { kind: 'terminal', text: text.slice(start, at) };
   };
   const alternatives = (): GbnfNode => {
     const items = [sequence()];
@@ -218,7 +268,7 @@ function parseGbnf(text: string): GbnfNode {
     const operator = text[at];
     if (operator === '?' || operator === '*') {
       at++;
-      return { kind: 'optional', item: node };
+      return { kind: 'optional', item: node, operator };
     }
     if (operator === '+') {
       at++;
@@ -228,8 +278,8 @@ function parseGbnf(text: string): GbnfNode {
   };
   const atom = (): GbnfNode => {
     const char = text[at]!;
-    if (char === '"') return quoted('"'), { kind: 'terminal' };
-    if (char === '[') return quoted(']'), { kind: 'terminal' };
+    if (char === '"') return quoted('"');
+    if (char === '[') return quoted(']');
     if (char === '(') {
       at++;
       const inner = alternatives();

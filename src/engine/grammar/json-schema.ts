@@ -56,12 +56,15 @@ export class JsonSchemaTranslator {
     checkSchemaValues(root);
     this.sawCycle = false;
     const expression = new SchemaScope(this, root).visit(root, '', new Set(), 0);
+    if (!this.sawCycle) return expression;
     // A cycle that every value must go around again (`{"properties": {"a": {"$ref": "#"}},
     // "required": ["a"]}`) is satisfied by no finite JSON: the model would write until its limit.
-    if (this.sawCycle && !this.rules.producesFiniteText(expression)) {
-      unsupported('$ref', '', 'the schema accepts no finite value: each of its $ref cycles requires going around it again (a recursive property or item that is required)');
+    // Where only some values would (an optional property of such a schema), those are not offered.
+    const finite = this.rules.withoutEndlessParts(expression);
+    if (finite === null) {
+      unsupported('$ref', '', 'the schema has no finite value lmsp can write: each of its $ref cycles must be gone around again (a recursive property that is required, or a tuple item, which is always written)');
     }
-    return expression;
+    return finite;
   }
 
   /** The rule of each combination of string constraints met so far: equal fields cost one automaton. */
@@ -118,6 +121,8 @@ function withoutKeyNames(schema: Schema, pointer: string): Schema {
 class SchemaScope {
   private static documents = 0;
   private readonly id = SchemaScope.documents++;
+  /** Where each property of an object merged from allOf parts is declared. */
+  private readonly mergedPointers = new WeakMap<object, ReadonlyMap<string, string>>();
 
   constructor(private readonly translator: JsonSchemaTranslator, private readonly root: unknown) {}
 
@@ -150,7 +155,10 @@ class SchemaScope {
       if (others.length > 0) unsupported(others[0]!, pointer, `${others[0]} beside $ref is not supported`);
       return this.ref(schema.$ref, pointer, left, depth);
     }
-    if (schema.allOf !== undefined) return this.visit(this.mergeAllOf(schema, pointer), `${pointer}/allOf`, left, depth + 1);
+    if (schema.allOf !== undefined) {
+      const merged = this.mergeAllOf(schema, pointer);
+      return this.visit(merged.schema, merged.pointer, left, depth + 1);
+    }
     for (const keyword of ['anyOf', 'oneOf'] as const) {
       if (schema[keyword] === undefined) continue;
       const others = constraints.filter((other) => other !== keyword);
@@ -204,17 +212,22 @@ class SchemaScope {
     return node;
   }
 
-  /** allOf whose parts are objects that all allow extra properties merge into one object. */
-  private mergeAllOf(schema: Schema, pointer: string): unknown {
+  /**
+   * allOf whose parts are objects that all allow extra properties merge into one object. Its
+   * properties are named, in errors, where their part declares them (`/allOf/1/properties/b`).
+   */
+  private mergeAllOf(schema: Schema, pointer: string): { schema: unknown; pointer: string } {
     const parts = schema.allOf;
     if (!Array.isArray(parts) || parts.length === 0) unsupported('allOf', pointer, 'allOf must be a non-empty array');
     const { allOf: _allOf, ...rest } = schema;
     const siblings = Object.keys(rest).filter((keyword) => ENFORCED_KEYWORDS.has(keyword));
-    if (parts.length === 1 && siblings.length === 0) return parts[0];
+    if (parts.length === 1 && siblings.length === 0) return { schema: parts[0], pointer: `${pointer}/allOf/0` };
     const all = [...parts.map((part) => (isSchemaObject(part) && typeof part.$ref === 'string' ? this.resolve(part.$ref, pointer) : part)), ...(siblings.length > 0 ? [rest] : [])];
     const properties: Schema = {};
+    const pointers = new Map<string, string>();
     const required = new Set<string>();
-    for (const part of all) {
+    for (const [index, part] of all.entries()) {
+      const partPointer = index < parts.length ? `${pointer}/allOf/${index}` : pointer;
       const mergeable = isSchemaObject(part)
         && Object.keys(part).every((keyword) => ['type', 'properties', 'required', 'additionalProperties'].includes(keyword) || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-'))
         && (part.type === undefined || part.type === 'object')
@@ -223,10 +236,13 @@ class SchemaScope {
       for (const [key, value] of Object.entries(isSchemaObject(part.properties) ? part.properties : {})) {
         if (Object.hasOwn(properties, key)) unsupported('allOf', pointer, `allOf parts both declare property ${JSON.stringify(key)}`);
         Object.defineProperty(properties, key, { value, enumerable: true, writable: true, configurable: true });
+        pointers.set(key, `${partPointer}/properties${pointerSegment(key)}`);
       }
       for (const key of Array.isArray(part.required) ? part.required : []) required.add(String(key));
     }
-    return { type: 'object', properties, required: [...required] };
+    const merged = { type: 'object', properties, required: [...required] };
+    this.mergedPointers.set(merged, pointers);
+    return { schema: merged, pointer: `${pointer}/allOf` };
   }
 
   private literals(schema: Schema, pointer: string): string {
@@ -401,7 +417,8 @@ class SchemaScope {
     const maxProperties = nonNegativeInteger(schema, 'maxProperties', pointer);
     const entries: Array<{ key: string; expression: string; required: boolean }> = [];
     for (const [key, subschema] of Object.entries(properties)) {
-      entries.push({ key, expression: this.visit(subschema, `${pointer}/properties${pointerSegment(key)}`, new Set(), depth + 1), required: required.includes(key) });
+      const at = this.mergedPointers.get(schema)?.get(key) ?? `${pointer}/properties${pointerSegment(key)}`;
+      entries.push({ key, expression: this.visit(subschema, at, new Set(), depth + 1), required: required.includes(key) });
     }
     for (const key of new Set(required as string[])) {
       if (Object.hasOwn(properties, key)) continue; // a property named `constructor` is not declared by Object.prototype
