@@ -27,16 +27,19 @@ import type { EmbedRequest, EmbedResult, EngineMessage, FinishReason, ToolDefini
 const CANCEL_GRACE_MS = 600;
 
 /**
- * How long a runner may take to render a prompt through the model's chat template (and tokenize
- * it): a template is code from an untrusted file (LMSP 5), and one that never ends would hold
+ * How long a runner may take to render a prompt through the model's chat template, tokenize it
+ * and build the grammar of its output (llama.cpp's, for a schema or tools): a template is code from an untrusted file (LMSP 5), and one that never ends would hold
  * its slot, or the tokenizer every create asks, for good. Rendering takes milliseconds; past
  * this the runner process is ended and the request fails. LMSP_DEBUG_RENDER_DEADLINE_MS sets it
  * for tests.
  */
 const RENDER_DEADLINE_MS = Number(process.env.LMSP_DEBUG_RENDER_DEADLINE_MS) || 30_000;
 
-function renderTimedOut(): EngineError {
-  return new EngineError('engine_error', `the model's chat template did not render the prompt within ${RENDER_DEADLINE_MS / 1000} s; the engine process was stopped`);
+/** `constrained`: the generation had a grammar to build too (a schema, tools), which may be what took the time. */
+function renderTimedOut(constrained = false): EngineError {
+  const what = constrained ? "the prompt (the model's chat template) and the grammar of its output were not ready"
+    : "the model's chat template did not render the prompt";
+  return new EngineError('engine_error', `${what} within ${RENDER_DEADLINE_MS / 1000} s; the engine process was stopped`);
 }
 
 export interface RunnerPoolOptions {
@@ -344,7 +347,8 @@ export class RunnerPool implements Engine {
       let renderTimer: NodeJS.Timeout | null = setTimeout(() => {
         renderTimer = null;
         runner.kill();
-        settle(() => reject(renderTimedOut()));
+        const constrained = (request.tools?.length ?? 0) > 0 || (request.format !== undefined && request.format.type !== 'text');
+        settle(() => reject(renderTimedOut(constrained)));
       }, RENDER_DEADLINE_MS);
       const rendered = () => {
         if (renderTimer) clearTimeout(renderTimer);

@@ -43,6 +43,10 @@ const CASES: Array<[keyword: string, schema: Record<string, unknown>]> = [
   ] } }],
   // Names every JavaScript object inherits are properties like any other: written when required.
   ['required names that Object.prototype has', { type: 'object', required: ['constructor', 'toString', '__proto__'], additionalProperties: { type: 'integer', minimum: 0, maximum: 9 } }],
+  // Undeclared keys are kept apart from declared ones by a trie of their characters, a rule a node.
+  ['additionalProperties beside properties, one with a 3,000-character name', { type: 'object', properties: {
+    [`k${'x'.repeat(3000)}`]: { type: 'boolean' }, ab: { type: 'boolean' },
+  }, additionalProperties: { type: 'integer', minimum: 0, maximum: 9 } }],
   ['allOf requiring an inherited name', { allOf: [{ type: 'object', properties: { a: short }, required: ['a', 'hasOwnProperty'] }, { required: ['valueOf'] }] }],
   ['allOf', { allOf: [{ type: 'object', properties: { a: short }, required: ['a'] }, { properties: { b: { type: 'integer' } }, required: ['b'] }] }],
   ['$ref, $defs (recursive)', { $defs: { list: { type: 'object', properties: { v: { type: 'integer', minimum: 0, maximum: 9 }, next: { anyOf: [{ $ref: '#/$defs/list' }, { type: 'null' }] } }, required: ['v', 'next'] } }, $ref: '#/$defs/list' }],

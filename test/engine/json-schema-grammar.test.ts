@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { getLlama, LlamaLogLevel } from 'node-llama-cpp';
-import { checkSchemaSupported, checkToolsSupported, constraintGrammar } from '../../src/engine/grammar/constraint.js';
+import { checkSchemaSupported, checkToolsSupported, constraintGrammar, type ToolsSupport } from '../../src/engine/grammar/constraint.js';
 import { boundedInteger, boundedNumber, integerRange, patternToRegExpSource, type NumberBounds } from '../../src/engine/grammar/numbers.js';
 import { PLAIN_TOOL_CALL_SYNTAX } from '../../src/engine/plain-layout.js';
 import { MAX_GROUP_DEPTH } from '../../src/engine/grammar/regex.js';
@@ -281,6 +281,33 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     assert.equal(pointerOf({ allOf: [{ type: 'object', properties: { a: { type: 'integer' } } }, { type: 'object', properties: { b: { not: {} } } }] }),
       '/allOf/1/properties/b/not');
     assert.equal(pointerOf({ type: 'object', properties: { c: { not: {} } }, allOf: [{ type: 'object', properties: { a: { type: 'integer' } } }] }), '/properties/c/not');
+  });
+
+  // Each of these took the request thread for seconds, or overflowed its stack into a 500: the
+  // test's timeout is what fails when they do again.
+  test('thousands of values, branches, tools or characters: an answer within the budget, never a stack overflow', { timeout: 60_000 }, () => {
+    const range = <T>(n: number, f: (i: number) => T) => Array.from({ length: n }, (_, i) => f(i));
+    const keywordOf = (result: ToolsSupport) => (result.ok ? 'ok' : result.keyword);
+    // uniqueItems: a rule a state, made without recursion, up to the grammar's size.
+    assert.equal(keywordOf(checkSchemaSupported({ type: 'array', uniqueItems: true, items: { enum: range(6000, (i) => i) } })), 'size');
+    assert.equal(keywordOf(checkSchemaSupported({ type: 'array', uniqueItems: true, items: { enum: range(30, (i) => i) }, minItems: 5 })), 'ok');
+    // A declared key thousands of characters long beside additionalProperties.
+    assert.equal(keywordOf(checkSchemaSupported({ type: 'object', additionalProperties: { type: 'integer' }, properties: { [`x${'y'.repeat(6000)}`]: { type: 'integer' } } })), 'ok');
+    // oneOf: literals and tagged objects are told apart in one pass; other branches pair by pair, up to a bound.
+    assert.equal(keywordOf(checkSchemaSupported({ oneOf: range(20_000, (i) => ({ const: i })) })), 'ok');
+    assert.equal(keywordOf(checkSchemaSupported({ oneOf: [...range(20_000, (i) => ({ const: i })), { const: 7 }] })), 'oneOf');
+    const tagged = (i: number) => ({ type: 'object', properties: { kind: { const: `k${i}` }, v: { type: 'integer' } }, required: ['kind'] });
+    assert.equal(keywordOf(checkSchemaSupported({ oneOf: range(10_000, tagged) })), 'ok');
+    assert.equal(keywordOf(checkSchemaSupported({ oneOf: [...range(10_000, tagged), tagged(3)] })), 'oneOf');
+    const mixed = (i: number) => (i % 2 === 0 ? tagged(i) : { type: 'string', const: `s${i}` });
+    assert.equal(keywordOf(checkSchemaSupported({ oneOf: range(500, mixed) })), 'ok');
+    const tooMany = checkSchemaSupported({ oneOf: range(3000, mixed) });
+    assert.deepEqual(tooMany.ok ? null : [tooMany.keyword, tooMany.pointer], ['oneOf', '/oneOf']);
+    // Tools: one grammar, so one size limit, for all of them.
+    const tool = (i: number) => ({ name: `t${i}`, parameters: { type: 'object', properties: { x: { type: 'array', uniqueItems: true, minItems: 100, maxItems: 200, items: { enum: range(200, (j) => j) } } } } });
+    assert.equal(keywordOf(checkToolsSupported([tool(0)])), 'ok');
+    const tools = checkToolsSupported(range(100, tool));
+    assert.deepEqual(tools.ok ? null : [tools.keyword, tools.toolIndex! < 100], ['size', true]);
   });
 
   test('pointers escape ~ and / (RFC 6901)', () => {

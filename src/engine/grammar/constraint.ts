@@ -82,6 +82,7 @@ export function checkToolsSupported(tools: readonly ToolDefinition[]): ToolsSupp
 
 function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
   const names = new Set<string>();
+  const translator = new JsonSchemaTranslator(newRules());
   for (const [index, tool] of tools.entries()) {
     if (!TOOL_NAME.test(tool.name) || names.has(tool.name)) {
       const message = names.has(tool.name) ? `The tool name ${JSON.stringify(tool.name)} is used by more than one tool; names must be unique.`
@@ -100,8 +101,14 @@ function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
           : `the parameters of a function must be a JSON Schema of type "object", not ${JSON.stringify(parameters.type ?? null)}`,
       };
     }
-    const support = checkSchemaSupported(parameters);
-    if (!support.ok) return { ...support, toolIndex: index };
+    // One grammar holds every tool's parameters, as generation builds it: one size limit for all.
+    try {
+      translator.translate(parameters);
+    } catch (error) {
+      if (!(error instanceof UnsupportedSchemaError)) throw error;
+      const message = error.keyword === 'size' ? `the parameters of the tools up to this one would need a grammar over ${MAX_GRAMMAR_BYTES} bytes` : error.message;
+      return { ok: false, toolIndex: index, keyword: error.keyword, pointer: error.pointer, message };
+    }
   }
   return { ok: true };
 }

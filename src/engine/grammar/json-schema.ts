@@ -14,9 +14,12 @@ import {
   ANNOTATION_KEYWORDS, ARRAY_KEYWORDS, canonicalJson, declaredTypes, ENFORCED_KEYWORDS, isSchemaObject, literalSatisfies,
   NUMBER_KEYWORDS, OBJECT_KEYWORDS, pointerSegment, STRING_KEYWORDS, UnsupportedSchemaError, type JsonType, type Schema,
 } from './schema-keywords.js';
-import { oneOfIsDisjoint } from './one-of.js';
+import { MAX_ONE_OF_PAIRS, oneOfIsDisjoint } from './one-of.js';
 import { checkSchemaValues } from './schema-values.js';
 import { quoteShort } from '../../text.js';
+
+/** The most branches a oneOf may have whose pairs are compared one by one. */
+const MAX_ONE_OF_BRANCHES = Math.floor((1 + Math.sqrt(1 + 8 * MAX_ONE_OF_PAIRS)) / 2);
 
 /** Repetition bounds (minLength, minItems, ...) above this are not expanded into a grammar. */
 export const MAX_REPETITION = MAX_PATTERN_REPETITION;
@@ -165,8 +168,12 @@ class SchemaScope {
       if (others.length > 0) unsupported(others[0]!, pointer, `${others[0]} beside ${keyword} is not supported`);
       const branches = schema[keyword];
       if (!Array.isArray(branches) || branches.length === 0) unsupported(keyword, pointer, `${keyword} must be a non-empty array`);
-      if (keyword === 'oneOf' && !oneOfIsDisjoint(branches, (ref) => this.resolve(ref, pointer))) {
+      const overlap = keyword === 'oneOf' ? oneOfIsDisjoint(branches, (ref) => this.resolve(ref, pointer)) : 'disjoint';
+      if (overlap === 'overlapping') {
         unsupported('oneOf', pointer, 'oneOf is supported only when no value can match two branches (different types, or different const values)');
+      }
+      if (overlap === 'too-many') {
+        unsupported('oneOf', pointer, `oneOf is supported with more than ${MAX_ONE_OF_BRANCHES} branches only when they are all literal values, or all objects told apart by one required property`);
       }
       return gbnfAlternatives(branches.map((branch, index) => this.visit(branch, `${pointer}/${keyword}/${index}`, left, depth + 1)));
     }
@@ -448,7 +455,7 @@ class SchemaScope {
       unsupported('additionalProperties', pointer, 'additionalProperties beside properties whose names need escaping is not supported');
     }
     const extraMember = extra === null ? null
-      : this.rules.define('extra-member', `${this.rules.define('undeclared-key', undeclaredKey(entries.map((entry) => entry.key)))} ${this.json.ws} ":" ${this.json.ws} ${extra}`);
+      : this.rules.define('extra-member', `${this.rules.define('undeclared-key', undeclaredKey(this.rules, entries.map((entry) => entry.key)))} ${this.json.ws} ":" ${this.json.ws} ${extra}`);
     return this.rules.define('object', `"{" ${this.json.ws} ${this.members(entries, extraMember)} ${this.json.ws} "}"`);
   }
 
@@ -535,23 +542,29 @@ class SchemaScope {
     const values = finite.map(jsonLiteral);
     const max = Math.min(maxItems ?? values.length, values.length);
     if (minItems > max) unsupported('minItems', pointer, 'minItems exceeds the number of distinct values');
+    // A rule for each state (the next value to take or skip, the items written so far) that can
+    // still reach minItems, made from the last value back, without recursion: thousands of
+    // values are thousands of rules (up to the grammar's size), not a call stack as deep.
     const names = new Map<string, string>();
-    const pick = (index: number, count: number): string => {
+    const nameOf = (index: number, count: number): string => {
       const key = `${index}:${count}`;
-      const cached = names.get(key);
-      if (cached) return cached;
-      const name = this.rules.reserve('unique-items');
-      names.set(key, name);
-      const options: string[] = [];
-      const after = values.length - index - 1;
-      if (count >= minItems) options.push('""');
-      if (index < values.length && count < max && after >= minItems - count - 1) {
-        options.push(gbnfSequence([count > 0 ? this.json.separator : '""', values[index]!, pick(index + 1, count + 1)]));
-      }
-      if (index < values.length && after >= minItems - count) options.push(pick(index + 1, count));
-      this.rules.set(name, options.join(' | '));
+      let name = names.get(key);
+      if (!name) names.set(key, (name = this.rules.reserve('unique-items')));
       return name;
     };
+    for (let index = values.length; index >= 0; index--) {
+      const after = values.length - index - 1;
+      for (let count = Math.min(index, max); count >= 0 && count + values.length - index >= minItems; count--) {
+        const options: string[] = [];
+        if (count >= minItems) options.push('""');
+        if (index < values.length && count < max && after >= minItems - count - 1) {
+          options.push(gbnfSequence([count > 0 ? this.json.separator : '""', values[index]!, nameOf(index + 1, count + 1)]));
+        }
+        if (index < values.length && after >= minItems - count) options.push(nameOf(index + 1, count));
+        this.rules.set(nameOf(index, count), options.join(' | '));
+      }
+    }
+    const pick = (index: number, count: number) => nameOf(index, count);
     return this.rules.define('array-unique', `"[" ${this.json.ws} ${pick(0, 0)} ${this.json.ws} "]"`);
   }
 }
@@ -578,30 +591,38 @@ function finiteLiterals(schema: Schema, pointer: string): unknown[] | null {
  * escaping are refused before). `\/` is not written, so no undeclared key can equal a
  * declared one once parsed.
  */
-function undeclaredKey(keys: readonly string[]): string {
-  interface Node { children: Map<string, Node>; terminal: boolean }
-  const root: Node = { children: new Map(), terminal: false };
+function undeclaredKey(rules: GbnfRuleSet, keys: readonly string[]): string {
+  interface Node { children: Map<string, Node>; terminal: boolean; name: string | null }
+  const root: Node = { children: new Map(), terminal: false, name: null };
   for (const key of keys) {
     let node = root;
     for (const char of key) {
       let child = node.children.get(char);
-      if (!child) node.children.set(char, (child = { children: new Map(), terminal: false }));
+      if (!child) node.children.set(char, (child = { children: new Map(), terminal: false, name: null }));
       node = child;
     }
     node.terminal = true;
   }
-  const anyChar = '([^"\\\\\\x00-\\x1f] | "\\\\" ["\\\\bfnrt])';
-  const render = (node: Node): string => {
+  const anyChar = rules.define('key-char', '[^"\\\\\\x00-\\x1f] | "\\\\" ["\\\\bfnrt]');
+  // A rule for each node of the trie, children first, without recursion: a key thousands of
+  // characters long is a chain of that many short rules, not an expression nested as deep.
+  const order: Node[] = [];
+  for (const pending = [root]; pending.length > 0;) {
+    const node = pending.pop()!;
+    order.push(node);
+    pending.push(...node.children.values());
+  }
+  for (const node of order.reverse()) {
     const options: string[] = [];
     if (!node.terminal) options.push('"\\""');
     // A character that continues no key leaves the trie: anything may follow.
     const continuing = [...node.children.keys()].map((char) => `\\U${char.codePointAt(0)!.toString(16).padStart(8, '0')}`).join('');
     options.push(`[^"\\\\\\x00-\\x1f${continuing}] ${anyChar}* "\\""`);
     options.push(`"\\\\" ["\\\\bfnrt] ${anyChar}* "\\""`);
-    for (const [char, child] of node.children) options.push(`${gbnfLiteral(char)} ${render(child)}`);
-    return `(${options.join(' | ')})`;
-  };
-  return `"\\"" ${render(root)}`;
+    for (const [char, child] of node.children) options.push(`${gbnfLiteral(char)} ${child.name!}`);
+    node.name = rules.define('undeclared-key-rest', options.join(' | '));
+  }
+  return `"\\"" ${root.name!}`;
 }
 
 /**

@@ -23,39 +23,48 @@ export class JsonRules {
   private valueName: string | null = null;
   private objectName = '';
 
+  /** The rules below, each made once: `ws` alone spells out 40 rules, and every member and element asks for it. */
+  private readonly made = new Map<string, string>();
+
   constructor(readonly rules: GbnfRuleSet) {}
 
+  private once(key: string, make: () => string): string {
+    let name = this.made.get(key);
+    if (name === undefined) this.made.set(key, (name = make()));
+    return name;
+  }
+
   get ws(): string {
-    return this.rules.define('ws', `( " " | "\\n" ${this.rules.repeat('[ \\t]', 0, MAX_INDENT)} )?`);
+    return this.once('ws', () => this.rules.define('ws', `( " " | "\\n" ${this.rules.repeat('[ \\t]', 0, MAX_INDENT)} )?`));
   }
 
   get character(): string {
-    return this.rules.define('char', STRING_CHARACTER);
+    return this.once('character', () => this.rules.define('char', STRING_CHARACTER));
   }
 
   get string(): string {
-    return this.rules.define('string', `"\\"" ${this.character}* "\\""`);
+    return this.once('string', () => this.rules.define('string', `"\\"" ${this.character}* "\\""`));
   }
 
   get integer(): string {
-    return this.rules.define('integer', `"-"? ("0" | [1-9] ${this.rules.repeat('[0-9]', 0, MAX_INTEGER_DIGITS - 1)})`);
+    return this.once('integer', () => this.rules.define('integer', `"-"? ("0" | [1-9] ${this.rules.repeat('[0-9]', 0, MAX_INTEGER_DIGITS - 1)})`));
   }
 
   get number(): string {
-    return this.rules.define('number', `${this.integer} ("." ${this.rules.repeat('[0-9]', 1, MAX_FRACTION_DIGITS)})?`);
+    return this.once('number', () => this.rules.define('number', `${this.integer} ("." ${this.rules.repeat('[0-9]', 1, MAX_FRACTION_DIGITS)})?`));
   }
 
   get boolean(): string {
-    return this.rules.define('boolean', '("true" | "false")');
+    return this.once('boolean', () => this.rules.define('boolean', '("true" | "false")'));
   }
 
   get null(): string {
-    return this.rules.define('null', '"null"');
+    return this.once('null', () => this.rules.define('null', '"null"'));
   }
 
   /** `ws "," ws`: what separates members and elements. */
   get separator(): string {
-    return this.rules.define('sep', `${this.ws} "," ${this.ws}`);
+    return this.once('separator', () => this.rules.define('sep', `${this.ws} "," ${this.ws}`));
   }
 
   /** Any JSON value. */

@@ -51,25 +51,61 @@ function discriminators(schema: Schema | null, resolve: (ref: string) => unknown
   return result;
 }
 
-function disjoint(a: BranchShape, b: BranchShape, resolve: (ref: string) => unknown): boolean {
+/** A branch's shape with its discriminators, read once however many branches it is compared with. */
+interface Branch extends BranchShape {
+  pinned: Map<string, Set<string>> | null;
+}
+
+function objectsOnly(branch: BranchShape): boolean {
+  return branch.types.size === 1 && branch.types.has('object');
+}
+
+function disjoint(a: Branch, b: Branch): boolean {
   if (!typesOverlap(a.types, b.types)) return true;
   if (a.literals && b.literals) return [...a.literals].every((value) => !b.literals!.has(value));
-  const objectsOnly = (s: BranchShape) => s.types.size === 1 && s.types.has('object');
-  if (objectsOnly(a) && objectsOnly(b)) {
-    const left = discriminators(a.schema, resolve);
-    const right = discriminators(b.schema, resolve);
-    for (const [key, values] of left) {
-      const other = right.get(key);
+  if (a.pinned && b.pinned) {
+    for (const [key, values] of a.pinned) {
+      const other = b.pinned.get(key);
       if (other && [...values].every((value) => !other.has(value))) return true;
     }
   }
   return false;
 }
 
-export function oneOfIsDisjoint(branches: readonly unknown[], resolve: (ref: string) => unknown): boolean {
-  const shapes = branches.map((branch) => shape(branch, resolve));
-  for (let i = 0; i < shapes.length; i++) {
-    for (let j = i + 1; j < shapes.length; j++) if (!disjoint(shapes[i]!, shapes[j]!, resolve)) return false;
+/** Pairs of branches compared one by one at most; a larger oneOf must fit a faster case below. */
+export const MAX_ONE_OF_PAIRS = 250_000;
+
+/** No value, canonically written, appears in two of the sets. */
+function noneShared(sets: ReadonlyArray<ReadonlySet<string>>): boolean {
+  const seen = new Set<string>();
+  for (const set of sets) {
+    for (const value of set) {
+      if (seen.has(value)) return false;
+      seen.add(value);
+    }
   }
   return true;
+}
+
+/**
+ * Whether no value can match two of the branches; `too-many` when telling would take more than
+ * MAX_ONE_OF_PAIRS comparisons. Lists of literals, and objects all pinned by one required
+ * property (a tagged union), are told apart in one pass however many branches they have.
+ */
+export function oneOfIsDisjoint(branches: readonly unknown[], resolve: (ref: string) => unknown): 'disjoint' | 'overlapping' | 'too-many' {
+  const shapes: Branch[] = branches.map((branch) => {
+    const found = shape(branch, resolve);
+    return { ...found, pinned: objectsOnly(found) ? discriminators(found.schema, resolve) : null };
+  });
+  if (shapes.every((branch) => branch.literals)) return noneShared(shapes.map((branch) => branch.literals!)) ? 'disjoint' : 'overlapping';
+  if (shapes.length > 1 && shapes.every((branch) => branch.pinned)) {
+    for (const key of shapes[0]!.pinned!.keys()) {
+      if (shapes.every((branch) => branch.pinned!.has(key)) && noneShared(shapes.map((branch) => branch.pinned!.get(key)!))) return 'disjoint';
+    }
+  }
+  if ((shapes.length * (shapes.length - 1)) / 2 > MAX_ONE_OF_PAIRS) return 'too-many';
+  for (let i = 0; i < shapes.length; i++) {
+    for (let j = i + 1; j < shapes.length; j++) if (!disjoint(shapes[i]!, shapes[j]!)) return 'overlapping';
+  }
+  return 'disjoint';
 }
