@@ -18,6 +18,7 @@ interface DbModelPull {
   total_bytes: number | null;
   resume_seen_etag: string | null;
   resume_seen_last_modified: string | null;
+  resume_seen_kept: 0 | 1;
   digest: string | null;
   size_bytes: number | null;
 }
@@ -34,10 +35,9 @@ function toModelPull(row: DbModelPull): ModelPull {
       ? null
       : {
         url: row.resume_url, etag: row.resume_etag, lastModified: row.resume_last_modified, totalBytes: row.total_bytes,
-        // Both NULL: a row from before they were kept, or an answer without validators; the two
-        // mean the same to download-plan.ts, which then compares the strong ones (also NULL).
-        ...(row.resume_seen_etag !== null || row.resume_seen_last_modified !== null
-          ? { seen: { etag: row.resume_seen_etag, lastModified: row.resume_seen_last_modified } } : {}),
+        // Not kept in rows written before they were (download-plan.ts then compares the strong
+        // ones); kept, both NULL means an answer without validators, whose bytes are not continued.
+        ...(row.resume_seen_kept === 1 ? { seen: { etag: row.resume_seen_etag, lastModified: row.resume_seen_last_modified } } : {}),
       },
     digest: row.digest,
     sizeBytes: row.size_bytes,
@@ -61,7 +61,7 @@ export class ModelPullTable {
     this.getStatement = db.prepare<[string], DbModelPull>('SELECT * FROM model_pulls WHERE task_id = ?');
     this.setResumeStatement = db.prepare(`
       UPDATE model_pulls SET resume_url = @url, resume_etag = @etag, resume_last_modified = @last_modified, total_bytes = @total_bytes,
-        resume_seen_etag = @seen_etag, resume_seen_last_modified = @seen_last_modified
+        resume_seen_etag = @seen_etag, resume_seen_last_modified = @seen_last_modified, resume_seen_kept = @seen_kept
       WHERE task_id = @task_id`);
     this.setResultStatement = db.prepare('UPDATE model_pulls SET digest = ?, size_bytes = ? WHERE task_id = ?');
     const pulls = oneOf('t.kind', PULL_KINDS);
@@ -95,6 +95,7 @@ export class ModelPullTable {
     this.setResumeStatement.run({
       task_id: taskId, url: state?.url ?? null, etag: state?.etag ?? null, last_modified: state?.lastModified ?? null,
       total_bytes: state?.totalBytes ?? null, seen_etag: state?.seen?.etag ?? null, seen_last_modified: state?.seen?.lastModified ?? null,
+      seen_kept: state?.seen ? 1 : 0,
     });
   }
 

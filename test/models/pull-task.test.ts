@@ -140,6 +140,23 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.equal(((await (await api(service, '/v1/models/pulled-dropped-once')).json()) as ModelObject).digest, DIGEST);
   });
 
+  test('bytes that came with no ETag or Last-Modified are not continued: a file changed on the server is fetched whole, never spliced', async () => {
+    const path = '/files/no-validators.gguf';
+    const url = server.serve(path, MODEL, { etag: null });
+    // The same size, other bytes past the half that the first answer wrote.
+    const changed = Buffer.from(MODEL);
+    for (let at = MODEL.length - 1000; at < MODEL.length; at += 1) changed[at] = changed[at]! ^ 0xff;
+    server.behaveOnce(path, { dropAfterBytes: HALF });
+    server.behaveOnce(path, { replaceBody: changed });
+    server.behaveOnce(path, { replaceBody: changed });
+    const task = await started({ source: url, id: 'pulled-no-validators' });
+    assert.equal((await finished(task.id)).status, 'completed');
+    const requests = server.requestsTo(path);
+    assert.equal(requests.at(-1)!.range, null, 'the file was asked for whole at last');
+    assert.equal(((await (await api(service, '/v1/models/pulled-no-validators')).json()) as ModelObject).digest, sha256Digest(changed),
+      'the digest is the new file\'s, not a mix of both');
+  });
+
   test('a pull finished by a 416 (the bytes on disk are the whole file) still reports its bytes in a model.pull.progress', async () => {
     const path = '/files/short-then-416.gguf';
     const url = server.serve(path, MODEL);
