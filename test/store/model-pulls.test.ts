@@ -79,7 +79,11 @@ describe('model pull records (LMSP 5.1)', () => {
       const seen = { url: 'https://example.org/resumed.gguf', etag: null, lastModified: null, totalBytes: 1000, seen: { etag: 'W/"w"', lastModified: 'Tue, 01 Oct 2024 10:00:00 GMT' } };
       store.db.transaction(() => store.pulls.setResumeState(resumed.id, seen));
       assert.deepEqual(store.pulls.get(resumed.id)?.resume, seen);
-      store.db.transaction(() => store.pulls.setResumeState(resumed.id, { ...seen, seen: { etag: null, lastModified: null } }));
+      // An answer without validators is kept as such (its bytes are never continued), not as a record from before they were kept.
+      const none = { ...seen, seen: { etag: null, lastModified: null } };
+      store.db.transaction(() => store.pulls.setResumeState(resumed.id, none));
+      assert.deepEqual(store.pulls.get(resumed.id)?.resume, none);
+      store.db.transaction(() => store.pulls.setResumeState(resumed.id, { url: seen.url, etag: null, lastModified: null, totalBytes: 1000 }));
       assert.deepEqual(store.pulls.get(resumed.id)?.resume, { url: seen.url, etag: null, lastModified: null, totalBytes: 1000 });
     } finally {
       void store.close();

@@ -76,6 +76,7 @@ describe('unfinished tasks per client (LMSP 16, migration 0010)', () => {
     old.exec('ALTER TABLE responses DROP COLUMN truncation');
     old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_etag');
     old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_last_modified');
+    old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_kept');
     old.prepare('DELETE FROM schema_migrations WHERE version >= 10').run();
     old.close();
 
