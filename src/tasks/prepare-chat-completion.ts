@@ -116,13 +116,15 @@ function responseFormatOf(body: CreateChatCompletionBody): ChatResponseFormat {
   return { type: 'json_schema', name: format.json_schema.name, schema, strict: format.json_schema.strict ?? null };
 }
 
-function toolsOf(body: CreateChatCompletionBody): ChatTool[] {
+function toolsOf(body: CreateChatCompletionBody, format: ChatResponseFormat): ChatTool[] {
   const tools: ChatTool[] = (body.tools ?? []).map(({ function: fn }) => ({
     name: fn.name,
     ...(fn.description !== undefined && fn.description !== null ? { description: fn.description } : {}),
     ...(fn.parameters !== undefined && fn.parameters !== null ? { parameters: fn.parameters } : {}),
   }));
-  const support = checkToolsSupported(tools);
+  // Under `auto` the model may write the format's JSON or calls: one grammar holds both.
+  const auto = body.tool_choice === undefined || body.tool_choice === null || body.tool_choice === 'auto';
+  const support = checkToolsSupported(tools, auto && format.type === 'json_schema' ? format.schema : undefined);
   if (!support.ok) {
     const at = `tools[${support.toolIndex ?? 0}].function`;
     if (support.keyword === 'name') throw invalidRequest(`${at}.name`, support.message);
@@ -198,7 +200,7 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
   const stop = stopOf(body);
   const logitBias = logitBiasOf(body);
   const responseFormat = responseFormatOf(body);
-  const tools = toolsOf(body);
+  const tools = toolsOf(body, responseFormat);
   const toolChoice = toolChoiceOf(body, tools);
   const model = registry.get(body.model);
   if (!model) throw new ServiceError('model_not_found', `The model '${body.model}' does not exist.`, { param: 'model' });

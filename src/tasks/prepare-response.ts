@@ -107,7 +107,7 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   }
 
   const textFormat = textFormatOf(body);
-  const tooling = toolingOf(body);
+  const tooling = toolingOf(body, textFormat);
 
   let context: ChatMessage[] = [];
   let callsToAnswer: StoredResponse | null = null;

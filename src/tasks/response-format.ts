@@ -42,11 +42,13 @@ export interface ResponseTooling {
  * among them. `strict` is shown back as OpenAI's Responses API does, true unless sent false; every
  * tool's arguments are enforced alike either way.
  */
-export function toolingOf(body: CreateResponseBody): ResponseTooling {
+export function toolingOf(body: CreateResponseBody, format?: TextFormat): ResponseTooling {
   const tools: FunctionTool[] = (body.tools ?? []).map((tool) => ({
     type: 'function', name: tool.name, description: tool.description ?? null, parameters: tool.parameters ?? null, strict: tool.strict ?? true,
   }));
-  const support = checkToolsSupported(tools.map(toToolDefinition));
+  // Under `auto` the model may write the format's JSON or calls: one grammar holds both.
+  const auto = body.tool_choice === undefined || body.tool_choice === null || body.tool_choice === 'auto';
+  const support = checkToolsSupported(tools.map(toToolDefinition), auto && format?.type === 'json_schema' ? format.schema : undefined);
   if (!support.ok) {
     const index = support.toolIndex ?? 0;
     if (support.keyword === 'name') throw invalidRequest(`tools[${index}].name`, support.message);

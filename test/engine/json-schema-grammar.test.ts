@@ -308,6 +308,22 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     assert.equal(keywordOf(checkToolsSupported([tool(0)])), 'ok');
     const tools = checkToolsSupported(range(100, tool));
     assert.deepEqual(tools.ok ? null : [tools.keyword, tools.toolIndex! < 100], ['size', true]);
+    // Tools whose parameters recurse: whether each can end is asked of the rules it added, not of
+    // all the rules of the tools before it again (that was quadratic: 37 s for 300 tools).
+    const big = { type: 'object', properties: Object.fromEntries(range(13, (i) => [`s${i}`, { type: 'string', pattern: `^[a-${'bcdefghijklmn'[i]}]{4000}$` }])) };
+    const recursive = range(600, (i) => ({ name: `r${i}`, parameters: { type: 'object', properties: { n: { $ref: '#' } } } }));
+    assert.equal(keywordOf(checkToolsSupported([{ name: 'big', parameters: big }, ...recursive])), 'ok');
+    // A format the model may write instead of calls (tool_choice auto) shares their grammar too.
+    const letters = 'abcdefghijklmnopqrstuvwxyz';
+    const wide = (upper: boolean) => {
+      const set = upper ? letters.toUpperCase() : letters;
+      const properties = Object.fromEntries(range(10, (i) => [`p${i}`, { type: 'string', pattern: `^[${set[0]}-${set[i + 1]}]{4000}$` }]));
+      return { type: 'object', properties, required: Object.keys(properties) };
+    };
+    assert.equal(keywordOf(checkSchemaSupported(wide(false))), 'ok');
+    assert.equal(keywordOf(checkToolsSupported([{ name: 'f', parameters: wide(true) }])), 'ok');
+    const both = checkToolsSupported([{ name: 'f', parameters: wide(true) }], wide(false));
+    assert.deepEqual(both.ok ? null : [both.keyword, both.toolIndex], ['size', 0]);
   });
 
   test('pointers escape ~ and / (RFC 6901)', () => {

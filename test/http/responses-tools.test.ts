@@ -112,6 +112,31 @@ describe('structured output on /v1/responses (LMSP 6.1)', () => {
     }
   });
 
+  test('a format and tools that fit their grammar apart but not together under tool_choice auto: 400 size, on both APIs', async () => {
+    const letters = 'abcdefghijklmnopqrstuvwxyz';
+    const wide = (set: string) => {
+      const properties = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`p${i}`, { type: 'string', pattern: `^[${set[0]}-${set[i + 1]}]{4000}$` }]));
+      return { type: 'object', properties, required: Object.keys(properties) };
+    };
+    const format = { type: 'json_schema', name: 'x', schema: wide(letters) };
+    const parameters = wide(letters.toUpperCase());
+    // Apart, each is a grammar the size limit allows (a forced call writes no text beside it).
+    assert.equal((await create({ text: { format }, max_output_tokens: 1 })).status, 200);
+    assert.equal((await create({ tools: [{ type: 'function', name: 'f', parameters }], tool_choice: 'required', max_output_tokens: 1 })).status, 200);
+    const together = await create({ text: { format }, tools: [{ type: 'function', name: 'f', parameters }], max_output_tokens: 1 });
+    assert.equal(together.status, 400);
+    assert.deepEqual([together.body.error.code, together.body.error.param], ['unsupported_schema', 'tools[0].parameters']);
+    assert.match(together.body.error.message, /'size'.*text format's schema and the parameters of the tools/);
+    const chat = await api(service, '/v1/chat/completions', { method: 'POST', json: {
+      model: 'lmsp-tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: wide(letters) } },
+      tools: [{ type: 'function', function: { name: 'f', parameters } }],
+    } });
+    assert.equal(chat.status, 400);
+    const error = ((await chat.json()) as ErrorAnswer).error;
+    assert.deepEqual([error.code, error.param], ['unsupported_schema', 'tools[0].function.parameters']);
+  });
+
   test('null optional fields of a json_schema format (description, strict) are accepted, as for tools', async () => {
     const { status, body } = await create({ text: { format: { type: 'json_schema', name: 'p', schema: PERSON, description: null, strict: null } }, max_output_tokens: 3 });
     assert.equal(status, 200, JSON.stringify(body));

@@ -75,14 +75,21 @@ export function checkSchemaSupported(schema: unknown): SchemaSupport {
 export type ToolsSupport = SchemaSupport & { toolIndex?: number };
 
 /** Whether every tool has a usable name and parameters the grammar can enforce. */
-export function checkToolsSupported(tools: readonly ToolDefinition[]): ToolsSupport {
-  // One budget for all the tools of a request (automaton.ts: bounded work on the request thread).
-  return withWorkBudget(() => checkEachTool(tools), MAX_SCHEMA_WORK);
+export function checkToolsSupported(tools: readonly ToolDefinition[], alongside?: unknown): ToolsSupport {
+  // One budget for all the tools of a request (automaton.ts: bounded work on the request thread),
+  // and one more for a format beside them, as generation has.
+  return withWorkBudget(() => checkEachTool(tools, alongside), alongside === undefined ? MAX_SCHEMA_WORK : 2 * MAX_SCHEMA_WORK);
 }
 
-function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
+/**
+ * `alongside`: the schema of a text format the model may write instead of calls (`tool_choice`
+ * `auto`), checked already, which generation puts in the same grammar: its size counts too.
+ */
+function checkEachTool(tools: readonly ToolDefinition[], alongside?: unknown): ToolsSupport {
   const names = new Set<string>();
   const translator = new JsonSchemaTranslator(newRules());
+  const withFormat = alongside !== undefined && tools.length > 0;
+  if (withFormat) withWorkBudget(() => translator.translate(alongside), MAX_SCHEMA_WORK);
   for (const [index, tool] of tools.entries()) {
     if (!TOOL_NAME.test(tool.name) || names.has(tool.name)) {
       const message = names.has(tool.name) ? `The tool name ${JSON.stringify(tool.name)} is used by more than one tool; names must be unique.`
@@ -106,7 +113,8 @@ function checkEachTool(tools: readonly ToolDefinition[]): ToolsSupport {
       translator.translate(parameters);
     } catch (error) {
       if (!(error instanceof UnsupportedSchemaError)) throw error;
-      const message = error.keyword === 'size' ? `the parameters of the tools up to this one would need a grammar over ${MAX_GRAMMAR_BYTES} bytes` : error.message;
+      const message = error.keyword !== 'size' ? error.message
+        : `${withFormat ? "the text format's schema and " : ''}the parameters of the tools up to this one would need a grammar over ${MAX_GRAMMAR_BYTES} bytes`;
       return { ok: false, toolIndex: index, keyword: error.keyword, pointer: error.pointer, message };
     }
   }

@@ -81,6 +81,10 @@ export class GbnfRuleSet {
   private readonly used = new Set<string>(['root']);
   private readonly counters = new Map<string, number>();
   private size = 0;
+  /** Rules known to match some finite text, and the others parsed so far (see `isFinite`). */
+  private readonly productive = new Set<string>();
+  private readonly undecided = new Map<string, GbnfNode>();
+  private readonly unparsed: string[] = [];
 
   constructor(private readonly maxBytes: number, private readonly onTooLarge: () => never) {}
 
@@ -114,6 +118,7 @@ export class GbnfRuleSet {
     this.size += name.length + body.length + 6;
     if (this.size > this.maxBytes) this.onTooLarge();
     this.bodies.set(name, body);
+    this.unparsed.push(name);
   }
 
   /**
@@ -145,38 +150,47 @@ export class GbnfRuleSet {
   }
 
   /**
-   * `expression` with, in it and in every rule, the parts no finite text can match taken out: an
-   * optional part or an alternative that goes around a `$ref` cycle for ever (an optional
-   * property whose every value would nest without end) is never offered to the model, which
-   * would otherwise nest until its limit. Null when the expression itself matches no finite
-   * text. A rule is productive when one of its alternatives is made of literals, classes,
-   * optional parts and productive rules only; the rules are swept until none changes. Only
-   * `$ref` cycles can make a rule unproductive, so callers ask only when they met one.
+   * The rules that match some finite text. A rule is productive when one of its alternatives is
+   * made of literals, classes, optional parts and productive rules only; rules are swept until
+   * none changes. Rules, once set, do not change, so each is parsed once and a productive one is
+   * never looked at again: asking after each schema of a request (each tool) costs the rules it
+   * added, not all of them again.
    */
-  withoutEndlessParts(expression: string): string | null {
-    const parsed = new Map<string, GbnfNode>();
-    for (const [name, body] of this.bodies) parsed.set(name, parseGbnf(body));
-    const productive = new Set<string>();
+  private productiveRules(): ReadonlySet<string> {
+    for (const name of this.unparsed) this.undecided.set(name, parseGbnf(this.bodies.get(name)!));
+    this.unparsed.length = 0;
     for (let changed = true; changed;) {
       changed = false;
-      for (const [name, node] of parsed) {
-        if (!productive.has(name) && isProductive(node, productive)) {
-          productive.add(name);
+      for (const [name, node] of this.undecided) {
+        if (isProductive(node, this.productive)) {
+          this.productive.add(name);
+          this.undecided.delete(name);
           changed = true;
         }
       }
     }
-    // Only productive rules are reachable from what is kept, so only their bodies are rewritten.
-    for (const name of productive) {
-      const pruned = prune(parsed.get(name)!, productive);
-      if (pruned) this.bodies.set(name, renderGbnf(pruned));
-    }
-    const root = prune(parseGbnf(expression), productive);
-    return root && renderGbnf(root);
+    return this.productive;
+  }
+
+  /**
+   * Whether `expression` matches some finite text under these rules. Only `$ref` cycles can make
+   * a rule unproductive (a recursive property that is required), so callers ask only when they met one.
+   */
+  isFinite(expression: string): boolean {
+    return isProductive(parseGbnf(expression), this.productiveRules());
   }
 
   render(rootBody: string): string {
-    const lines = [`root ::= ${rootBody}`];
+    const productive = this.productiveRules();
+    let root = rootBody;
+    if (this.undecided.size > 0) {
+      // Parts that only endless text matches (an optional property whose every value would nest
+      // for ever) are taken out, in the root and in every rule that is kept, so that the model is
+      // never offered them: it would nest until its limit.
+      for (const name of productive) this.bodies.set(name, renderGbnf(prune(parseGbnf(this.bodies.get(name)!), productive)!));
+      root = renderGbnf(prune(parseGbnf(rootBody), productive) ?? parseGbnf(rootBody));
+    }
+    const lines = [`root ::= ${root}`];
     for (const [name, body] of this.bodies) lines.push(`${name} ::= ${body}`);
     return `${lines.join('\n')}\n`;
   }

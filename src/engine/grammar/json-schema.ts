@@ -59,15 +59,14 @@ export class JsonSchemaTranslator {
     checkSchemaValues(root);
     this.sawCycle = false;
     const expression = new SchemaScope(this, root).visit(root, '', new Set(), 0);
-    if (!this.sawCycle) return expression;
     // A cycle that every value must go around again (`{"properties": {"a": {"$ref": "#"}},
     // "required": ["a"]}`) is satisfied by no finite JSON: the model would write until its limit.
-    // Where only some values would (an optional property of such a schema), those are not offered.
-    const finite = this.rules.withoutEndlessParts(expression);
-    if (finite === null) {
+    // Where only some values would (an optional property of such a schema), the grammar's render
+    // leaves those out.
+    if (this.sawCycle && !this.rules.isFinite(expression)) {
       unsupported('$ref', '', 'the schema has no finite value lmsp can write: each of its $ref cycles must be gone around again (a recursive property that is required, or a tuple item, which is always written)');
     }
-    return finite;
+    return expression;
   }
 
   /** The rule of each combination of string constraints met so far: equal fields cost one automaton. */
