@@ -71,14 +71,8 @@ export interface OptionDefinition {
   storedAs?: (text: string) => string;
 }
 
-/** The longest delay a Node.js timer keeps (about 24.8 days); a longer one fires after 1 ms. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/**
- * A duration; `bounds` for one that sets a timer: a period of 0 would run without pause, and one
- * past a timer's range would fire at once (a keep-alive of 30d unloaded the model after 1 ms).
- */
-function durationParser(what: string, allowForever = false, bounds: { minMs?: number; timer?: boolean } = {}) {
+/** A duration; `minMs` for a period, which 0 would run without pause. */
+function durationParser(what: string, allowForever = false, bounds: { minMs?: number } = {}) {
   return (text: string) => {
     const value = parseDuration(text, { allowForever });
     if (value === null) {
@@ -86,9 +80,6 @@ function durationParser(what: string, allowForever = false, bounds: { minMs?: nu
     }
     if (value === Infinity) return value;
     if (bounds.minMs !== undefined && value < bounds.minMs) throw new Error(`expected a ${what} of at least ${formatDuration(bounds.minMs)}`);
-    if (bounds.timer && value > MAX_TIMER_MS) {
-      throw new Error(`expected a ${what} of at most 24d${allowForever ? ", or 'forever'" : ''}`);
-    }
     return value;
   };
 }
@@ -182,14 +173,14 @@ export const OPTIONS: readonly OptionDefinition[] = [
   { key: 'retentionMs', flag: '--retention', env: 'LMSP_RETENTION', defaultText: '7d',
     description: "how long finished tasks are kept ('forever' keeps everything)", parse: durationParser('duration', true) },
   { key: 'sweepIntervalMs', flag: '--sweep-interval', env: 'LMSP_SWEEP_INTERVAL', defaultText: '10m',
-    description: 'period of the retention sweeper', parse: durationParser('duration', false, { minMs: 100, timer: true }) },
+    description: 'period of the retention sweeper', parse: durationParser('duration', false, { minMs: 100 }) },
   { key: 'parallel', flag: '--parallel', env: 'LMSP_PARALLEL', defaultText: '1',
     description: 'tasks generated at the same time', parse: integerParser(1, 64) },
   { key: 'parallelMode', flag: '--parallel-mode', env: 'LMSP_PARALLEL_MODE', defaultText: 'auto',
     description: 'how the --parallel slots of a model run: processes (a runner process each), sequences (one runner, one context with a sequence per slot), or auto (sequences on a GPU backend, processes on the CPU)',
     parse: choiceParser(['auto', 'processes', 'sequences']) },
   { key: 'keepAliveMs', flag: '--keep-alive', env: 'LMSP_KEEP_ALIVE', defaultText: '5m',
-    description: 'how long a model stays loaded after its last use', parse: durationParser('duration', true, { timer: true }) },
+    description: 'how long a model stays loaded after its last use', parse: durationParser('duration', true) },
   { key: 'maxLoadedModels', flag: '--max-loaded-models', env: 'LMSP_MAX_LOADED_MODELS', defaultText: '1',
     description: 'models loaded at the same time', parse: integerParser(1, 64) },
   { key: 'maxRestarts', flag: '--max-restarts', env: 'LMSP_MAX_RESTARTS', defaultText: '3',

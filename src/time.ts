@@ -30,6 +30,17 @@ export function formatDuration(ms: DurationMs): string {
   return `${ms}ms`;
 }
 
+/** The longest delay a Node.js timer keeps (about 24.8 days); a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A delay a timer can hold: a longer one waits about 24.8 days instead, which no idle model or
+ * sweep period tells apart from more (a keep-alive of 30d once unloaded the model after 1 ms).
+ */
+export function timerDelay(ms: number): number {
+  return Math.min(ms, MAX_TIMER_MS);
+}
+
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (ms <= 0 || signal?.aborted) return resolve();

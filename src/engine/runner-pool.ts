@@ -14,7 +14,7 @@
  */
 import type { DebugDelays } from '../config.js';
 import type { TaskErrorCode } from '../domain/errors.js';
-import { sleep } from '../time.js';
+import { sleep, timerDelay } from '../time.js';
 import {
   EngineError, EngineExited, EngineInputError, GenerationCancelled, type Engine, type EngineLease, type GenerateHooks, type GenerateRequest,
   type LoadConfirmation, type ModelRef, type TokenCount,
@@ -216,7 +216,7 @@ export class RunnerPool implements Engine {
         this.unload(runner);
         this.capacityChanged();
       }
-    }, this.options.keepAliveMs);
+    }, timerDelay(this.options.keepAliveMs));
     runner.keepAliveTimer.unref();
   }
 
@@ -527,7 +527,7 @@ export class RunnerPool implements Engine {
     if (this.tokenizerRequests > 0 || !this.tokenizer) return;
     if (this.tokenizerTimer) clearTimeout(this.tokenizerTimer);
     const idleMs = this.options.keepAliveMs === Infinity ? 300_000 : this.options.keepAliveMs;
-    this.tokenizerTimer = setTimeout(() => this.tokenizer?.kill(), idleMs);
+    this.tokenizerTimer = setTimeout(() => this.tokenizer?.kill(), timerDelay(idleMs));
     this.tokenizerTimer.unref();
   }
 

@@ -5,6 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { noneSwept, sweptAnything, type SweepCounts } from '../store/retention.js';
+import { timerDelay } from '../time.js';
 
 export interface MaintenanceSettings {
   dataDir: string;
@@ -97,7 +98,7 @@ export class Maintenance {
     if (this.sweepIntervalMs !== Infinity) {
       this.timers.push(setInterval(() => {
         this.sweep().catch((error: Error) => this.log.error(`sweep failed (retried next time): ${error.message}`));
-      }, this.sweepIntervalMs));
+      }, timerDelay(this.sweepIntervalMs)));
     }
     // Small startup writes wait in the WAL for the next write; what recovery wrote is checkpointed
     // at the first tick.

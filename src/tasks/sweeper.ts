@@ -6,7 +6,7 @@
  */
 import type { Store } from '../store/index.js';
 import { noneSwept, SWEEP_BATCH_ROWS, sweptAnything, type SweepCounts } from '../store/retention.js';
-import { nowSeconds } from '../time.js';
+import { nowSeconds, timerDelay } from '../time.js';
 
 /** Free pages given back to the file system in one transaction (4 KiB each). */
 const RELEASE_BATCH_PAGES = 1024;
@@ -83,7 +83,7 @@ export class Sweeper {
       this.sweep().catch(() => {
         // a failed sweep (database busy or full) is retried at the next interval
       });
-    }, this.options.sweepIntervalMs);
+    }, timerDelay(this.options.sweepIntervalMs));
     this.timer.unref();
   }
 

@@ -4,6 +4,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { OPTIONS, resolveConfig } from '../../src/config.js';
+import { timerDelay } from '../../src/time.js';
 import { runCli } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
 import { withService } from '../helpers/service.js';
@@ -17,13 +18,15 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.equal(resolveConfig({ ...base, env: { LMSP_RETENTION: '12h' }, stored: { retentionMs: '2d' }, flags: { retentionMs: '30s' } }).retentionMs, 30_000);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { retentionMs: 'forever' } }).retentionMs, Infinity);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { sweepIntervalMs: '500ms' } }).sweepIntervalMs, 500);
-    // A period of 0 runs without pause; a timer past about 24.8 days fires after 1 ms.
+    // A period of 0 runs without pause. Long ones are taken (their timers wait at most about 24.8 days).
     assert.throws(() => resolveConfig({ ...base, env: {}, flags: { sweepIntervalMs: '0s' } }), /--sweep-interval.*at least 100ms/);
-    assert.throws(() => resolveConfig({ ...base, env: { LMSP_SWEEP_INTERVAL: '30d' } }), /LMSP_SWEEP_INTERVAL.*at most 24d/);
-    assert.throws(() => resolveConfig({ ...base, env: {}, stored: { keepAliveMs: '30d' } }), /keep-alive.*at most 24d, or 'forever'/);
-    assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '24d' } }).keepAliveMs, 24 * 24 * 3600 * 1000);
+    assert.equal(resolveConfig({ ...base, env: { LMSP_SWEEP_INTERVAL: '30d' } }).sweepIntervalMs, 30 * 24 * 3600 * 1000);
+    assert.equal(resolveConfig({ ...base, env: {}, stored: { keepAliveMs: '30d' } }).keepAliveMs, 30 * 24 * 3600 * 1000);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: 'forever' } }).keepAliveMs, Infinity);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '0s' } }).keepAliveMs, 0);
+    // What a timer can hold: a longer delay would fire after 1 ms (a keep-alive of 30d unloaded the model at once).
+    assert.equal(timerDelay(30 * 24 * 3600 * 1000), 2 ** 31 - 1);
+    assert.equal(timerDelay(5 * 60_000), 5 * 60_000);
     assert.throws(() => resolveConfig({ ...base, env: {}, flags: { retentionMs: 'soon' } }), /--retention/);
     assert.throws(() => resolveConfig({ ...base, env: { LMSP_PARALLEL: 'many' } }), /LMSP_PARALLEL/);
     assert.equal(resolveConfig({ ...base, env: {} }).host, '127.0.0.1');
