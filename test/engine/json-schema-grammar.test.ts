@@ -281,6 +281,9 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     assert.equal(pointerOf({ allOf: [{ type: 'object', properties: { a: { type: 'integer' } } }, { type: 'object', properties: { b: { not: {} } } }] }),
       '/allOf/1/properties/b/not');
     assert.equal(pointerOf({ type: 'object', properties: { c: { not: {} } }, allOf: [{ type: 'object', properties: { a: { type: 'integer' } } }] }), '/properties/c/not');
+    // A part given as a $ref is named where it is defined.
+    assert.equal(pointerOf({ $defs: { A: { type: 'object', properties: { a: { type: 'integer' } } }, B: { type: 'object', properties: { b: { not: {} } } } },
+      allOf: [{ $ref: '#/$defs/A' }, { $ref: '#/$defs/B' }] }), '/$defs/B/properties/b/not');
   });
 
   // Each of these took the request thread for seconds, or overflowed its stack into a 500: the

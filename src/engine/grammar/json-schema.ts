@@ -233,7 +233,10 @@ class SchemaScope {
     const pointers = new Map<string, string>();
     const required = new Set<string>();
     for (const [index, part] of all.entries()) {
-      const partPointer = index < parts.length ? `${pointer}/allOf/${index}` : pointer;
+      // A part given as a `$ref` is named where it is defined (`/$defs/B`), as its properties are.
+      const ref = index < parts.length && isSchemaObject(parts[index]) ? (parts[index] as Schema).$ref : undefined;
+      const partPointer = index >= parts.length ? pointer
+        : typeof ref === 'string' && ref.startsWith('#') ? safeDecode(ref.slice(1)) ?? `${pointer}/allOf/${index}` : `${pointer}/allOf/${index}`;
       const mergeable = isSchemaObject(part)
         && Object.keys(part).every((keyword) => ['type', 'properties', 'required', 'additionalProperties'].includes(keyword) || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-'))
         && (part.type === undefined || part.type === 'object')
@@ -583,6 +586,15 @@ function finiteLiterals(schema: Schema, pointer: string): unknown[] | null {
   }
   if (keywords.length === 1 && schema.type === 'boolean') return [false, true];
   return null;
+}
+
+/** A `$ref` fragment as the JSON pointer it spells (percent-decoded); null when it does not decode. */
+function safeDecode(text: string): string | null {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null;
+  }
 }
 
 /**
