@@ -126,7 +126,9 @@ function listOf(text: string): string[] {
 function hostListParser(text: string): string[] {
   const hosts = listOf(text).map((host) => host.toLowerCase());
   for (const host of hosts) {
-    if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)$/.test(host)) throw new Error(`expected host names without ports, got '${host}'`);
+    // The caller names the whole value; an item is named only when the list has several.
+    const which = hosts.length > 1 ? ` ('${host}' is not)` : '';
+    if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)$/.test(host)) throw new Error(`expected host names without ports${which}`);
   }
   return hosts;
 }

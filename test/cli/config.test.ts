@@ -50,6 +50,9 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
       assert.throws(() => resolveConfig({ ...base, flags: { allowedOrigins: origin } }), /--allowed-origins: expected origins like/, origin);
     }
     assert.throws(() => resolveConfig({ ...base, flags: { allowedOrigins: 'http://ok.example,nope' } }), /\('nope' is not\)/);
+    // Hosts alike: the value is named once, an item only when the list has several.
+    assert.throws(() => resolveConfig({ ...base, flags: { allowedHosts: 'h.example:8080' } }), (error: Error) => error.message === "--allowed-hosts: expected host names without ports, got 'h.example:8080'");
+    assert.throws(() => resolveConfig({ ...base, flags: { allowedHosts: 'a.example,h.example:1' } }), /without ports \('h.example:1' is not\), got/);
   });
 
   test('a stored setting applies at the next start, and a flag overrides it', { timeout: 60_000 }, () => withDataDir(async (dataDir) => {
