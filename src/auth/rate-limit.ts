@@ -3,22 +3,35 @@
  * attempt is counted the moment it begins, before anything is awaited, and forgiven only when it
  * succeeds: however many wrong codes arrive at once, at most `limit` get an answer other than 429.
  */
+import { networkInterfaces } from 'node:os';
 
 export interface PairingAttempt {
   /** The attempt paired a client: it does not count against the address. */
   succeeded(): void;
 }
 
+function normalized(address: string): string {
+  return address.toLowerCase().replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+}
+
 /**
  * The address an attempt counts against. Every loopback address is this machine: a neighbour can
  * send from any of 127.0.0.0/8 (and ::1, or 127.x written as IPv4-mapped IPv6), so they share one
- * count, or each of the 16 million would have 5 attempts of its own. Other addresses count alone,
- * an IPv4-mapped one as its IPv4 address.
+ * count, or each of the 16 million would have 5 attempts of its own. So do the machine's other
+ * addresses (`own`: the service's end of the connection, its interfaces), from which a neighbour
+ * reaches a service that listens beyond loopback. Other addresses count alone, an IPv4-mapped one
+ * as its IPv4 address.
  */
-export function attemptKey(address: string): string {
-  const ipv4 = address.toLowerCase().replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+export function attemptKey(address: string, own: Iterable<string> = []): string {
+  const ipv4 = normalized(address);
   if (/^127\.\d+\.\d+\.\d+$/.test(ipv4) || ipv4 === '::1' || ipv4 === '0:0:0:0:0:0:0:1') return 'loopback';
+  for (const mine of own) if (normalized(mine) === ipv4) return 'loopback';
   return ipv4;
+}
+
+/** The addresses of this machine's interfaces. */
+export function machineAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((entries) => (entries ?? []).map((entry) => entry.address));
 }
 
 /** Addresses kept before the ones whose window has passed are forgotten all at once. */

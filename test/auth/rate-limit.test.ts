@@ -28,6 +28,10 @@ describe('the pairing rate limiter (LMSP 4)', () => {
     assert.equal(attemptKey('::ffff:192.0.2.7'), '192.0.2.7', 'an IPv4-mapped address counts as its IPv4 address');
     assert.equal(attemptKey('192.0.2.7'), '192.0.2.7');
     assert.equal(attemptKey('2001:DB8::1'), '2001:db8::1');
+    // The machine's own other addresses are this machine too (a service listening beyond loopback).
+    assert.equal(attemptKey('192.0.2.2', ['10.0.0.1', '192.0.2.2']), 'loopback');
+    assert.equal(attemptKey('::ffff:192.0.2.2', ['192.0.2.2']), 'loopback');
+    assert.equal(attemptKey('192.0.2.7', ['192.0.2.2']), '192.0.2.7');
     const limiter = new FailureRateLimiter(5, 60_000);
     for (let i = 1; i <= 5; i++) assert.ok('succeeded' in limiter.begin(attemptKey(`127.0.0.${i}`), i));
     assert.ok('retryAfterSeconds' in limiter.begin(attemptKey('127.0.0.99'), 10), 'a sixth loopback address is refused too');

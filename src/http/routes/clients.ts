@@ -1,7 +1,7 @@
 /** Clients, pairing codes and pairing (LMSP section 4). */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { toClientObject } from '../../api/views.js';
-import { attemptKey, type PairingAttempt } from '../../auth/rate-limit.js';
+import { attemptKey, machineAddresses, type PairingAttempt } from '../../auth/rate-limit.js';
 import { hashPairingCode, normalizePairingCode } from '../../auth/secrets.js';
 import type { Scope } from '../../domain/clients.js';
 import { ServiceError } from '../../domain/errors.js';
@@ -61,7 +61,9 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
   // counted unless it pairs: an address past its limit gets 429 whatever it sends.
   const attempts = new WeakMap<object, PairingAttempt>();
   const countAttempt = async (request: FastifyRequest) => {
-    const attempt = context.pairingLimiter.begin(attemptKey(request.ip));
+    // From the machine itself through one of its other addresses, as from loopback.
+    const own = request.ip === request.socket.localAddress ? [request.ip] : machineAddresses();
+    const attempt = context.pairingLimiter.begin(attemptKey(request.ip, own));
     if ('retryAfterSeconds' in attempt) {
       throw new ServiceError('rate_limited', `Too many failed pairing attempts; try again in ${attempt.retryAfterSeconds} s.`, {
         headers: { 'retry-after': String(attempt.retryAfterSeconds) },
