@@ -16,7 +16,7 @@ import {
   answerWhatNodeWouldRefuse, clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH,
   REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
-import { registerGuards, setCors } from './guards.js';
+import { allowedHostNames, hostName, registerGuards, setCors } from './guards.js';
 import { registerServiceRoutes } from './routes/service.js';
 import { registerResponseRoutes } from './routes/responses.js';
 import { registerTaskRoutes } from './routes/tasks.js';
@@ -225,7 +225,8 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       return sendError(reply, invalidRequest(null, 'The URL is not valid: it has a malformed percent-encoding.'));
     },
   });
-  answerWhatNodeWouldRefuse(app.server);
+  const servedNames = allowedHostNames(config.host, config.allowedHosts);
+  answerWhatNodeWouldRefuse(app.server, (authority) => servedNames.has(hostName(authority) ?? ''));
 
   // Bodies are validated strictly (a string is never taken for a number: LMSP section 2 wants
   // a 400 naming the field); query strings are text and are coerced to their declared types.

@@ -167,14 +167,17 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
  * What Node's HTTP server answers by itself, answered in the LMSP shape instead: an `Expect`
  * other than `100-continue` (RFC 9110 10.1.1 lets a server ignore it, so the request goes on to
  * the Host check and its route), and `CONNECT`, which no route serves (Node would close the
- * connection without a word).
+ * connection without a word): after the Host check, as every request (LMSP 2), its authority (its
+ * target, RFC 9112 3.2.3) a name `served` answers to or 421.
  */
-export function answerWhatNodeWouldRefuse(server: Server): void {
+export function answerWhatNodeWouldRefuse(server: Server, served: (authority: string) => boolean): void {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     server.emit('request', request, response);
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    socket.end(rawErrorResponse(404, 'not_found', `No route for CONNECT ${request.url ?? ''}.`));
+    const authority = request.url ?? '';
+    socket.end(served(authority) ? rawErrorResponse(404, 'not_found', `No route for CONNECT ${authority}.`)
+      : rawErrorResponse(421, 'misdirected_request', `The Host '${authority}' is not served here.`));
   });
 }

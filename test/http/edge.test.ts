@@ -105,7 +105,7 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     assert.deepEqual(tasks.data.map((task) => task.status), ['completed'], 'the response the client was answered for ran to its end');
   }));
 
-  test('what Node answers by itself is answered in the LMSP shape: an unknown Expect is ignored, CONNECT is 404', () => withService({}, async (service) => {
+  test('what Node answers by itself is answered in the LMSP shape: an unknown Expect is ignored, CONNECT is 404 (421 for a host not served)', () => withService({}, async (service) => {
     const host = new URL(service.url).host;
     const expect = await rawRequest(service.url, `GET /v1/service HTTP/1.1\r\nHost: ${host}\r\nExpect: weird\r\nConnection: close\r\n\r\n`);
     assert.equal(expect.status, 200);
@@ -115,6 +115,10 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     const connect = await rawRequest(service.url, `CONNECT ${host} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
     assert.equal(connect.status, 404);
     assert.equal(errorCode(connect.body), 'not_found');
+    // The Host check comes first for CONNECT too: its target names the host it asks for.
+    const proxied = await rawRequest(service.url, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n');
+    assert.equal(proxied.status, 421);
+    assert.equal(errorCode(proxied.body), 'misdirected_request');
     assert.equal((await fetch(`${service.url}/healthz`)).status, 200);
   }));
 
