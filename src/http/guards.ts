@@ -121,6 +121,9 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (req
       reply.header('access-control-allow-headers', preflightHeaders(request.headers['access-control-request-headers']));
       reply.header('vary', 'Origin, Access-Control-Request-Headers');
       reply.header('access-control-max-age', '600');
+      // Private Network Access (Chrome): a page the operator allowed, served from a public
+      // address, asks before it reaches this loopback service; the answer says it may.
+      if (request.headers['access-control-request-private-network'] === 'true') reply.header('access-control-allow-private-network', 'true');
       return reply.code(204).send();
     }
   });

@@ -93,6 +93,20 @@ describe('Host and Origin checks (LMSP section 2)', () => {
     assert.equal(preflight.headers['access-control-allow-origin'], 'http://app.example:3000');
     assert.match(preflight.headers['access-control-allow-headers'] ?? '', /idempotency-key/);
     assert.match(preflight.headers['access-control-allow-methods'] ?? '', /POST/);
+    assert.equal(preflight.headers['access-control-allow-private-network'], undefined, 'said only when asked');
+    // Private Network Access: Chrome asks before a public page reaches a loopback service.
+    const privateNetwork = await rawRequest(service.url, [
+      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, 'Origin: http://app.example:3000', 'Access-Control-Request-Method: POST',
+      'Access-Control-Request-Private-Network: true', 'Connection: close', '', '',
+    ].join('\r\n'));
+    assert.equal(privateNetwork.status, 204);
+    assert.equal(privateNetwork.headers['access-control-allow-private-network'], 'true');
+    const refused = await rawRequest(service.url, [
+      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, 'Origin: http://evil.example', 'Access-Control-Request-Method: POST',
+      'Access-Control-Request-Private-Network: true', 'Connection: close', '', '',
+    ].join('\r\n'));
+    assert.equal(refused.status, 403);
+    assert.equal(refused.headers['access-control-allow-private-network'], undefined);
     const get = await rawGet(service.url, '/v1/clients/me', { Host: host, Origin: 'http://app.example:3000', Authorization: `Bearer ${service.token}` });
     assert.equal(get.status, 200);
     assert.equal(get.headers['access-control-allow-origin'], 'http://app.example:3000');
