@@ -213,13 +213,20 @@ function quoteResultsForTojson(text: LlamaText, template: ChatTemplate, messages
 }
 
 /**
- * A lower bound of a conversation's prompt in tokens: that of its longest message, of any role
- * (instructions, a tool's output, an assistant's turn are written as a user's is). A template that
- * leaves a message out would make it no bound; none that lmsp knows does, and a message longer
- * than the whole context is refused as the input it is.
+ * A lower bound of a conversation's prompt in tokens: that of its longest text, of any role
+ * (instructions, a tool's output, an assistant's turn are written as a user's is), a call's
+ * arguments or a tool's definition included. A template that leaves a text out would make it no
+ * bound; none that lmsp knows does, and a text longer than the whole context is refused as the
+ * input it is.
  */
-export function promptLowerBound(model: LlamaModel, messages: readonly EngineMessage[]): number {
-  return messages.reduce((most, message) => Math.max(most, tokensAtLeast(model, message.content)), 0);
+export function promptLowerBound(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): number {
+  // Every text the template writes whole: the messages, the arguments of the calls they hold, and
+  // the tools' definitions (a description, the parameters' schema), any of which may be the long one.
+  const texts = [
+    ...messages.flatMap((message) => [message.content, ...('toolCalls' in message ? (message.toolCalls ?? []).map((call) => call.arguments) : [])]),
+    ...tools.flatMap((tool) => [tool.description ?? '', JSON.stringify(tool.parameters ?? {})]),
+  ];
+  return texts.reduce((most, text) => Math.max(most, tokensAtLeast(model, text)), 0);
 }
 
 export function renderPrompt(model: LlamaModel, messages: readonly EngineMessage[], tools: readonly ToolDefinition[] = []): RenderedPrompt {

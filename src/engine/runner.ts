@@ -125,7 +125,7 @@ async function handle(message: ParentMessage): Promise<void> {
         const model = await tokenizerFor(message.model);
         // A vocabulary-only model reports no context size; the file's metadata has it.
         const contextLength = model.trainContextSize || (model.fileInsights.trainContextSize ?? 0);
-        const atLeast = promptLowerBound(model, message.messages);
+        const atLeast = promptLowerBound(model, message.messages, message.tools ?? []);
         if (atLeast > contextLength) {
           send({ type: 'counted', requestId: message.requestId, tokens: atLeast, contextLength, atLeast: true });
           return;

@@ -55,6 +55,12 @@ describe('counting an input before its create', () => {
         ['/v1/chat/completions', { model: 'lmsp-tiny', max_tokens: 3, messages: [{ role: 'user', content: 'hi' },
           { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
           { role: 'tool', tool_call_id: 'call_1', content: huge }], tools: [{ type: 'function', function: { name: 'f' } }] }],
+        // And what is written whole beside the messages: a call's arguments, a tool's description or parameters.
+        ['/v1/responses', { model: 'lmsp-tiny', max_output_tokens: 3, tools: [{ type: 'function', name: 'f', description: huge }], tool_choice: 'none', input: 'hi' }],
+        ['/v1/responses', { model: 'lmsp-tiny', max_output_tokens: 3, tools: [{ type: 'function', name: 'f' }], input: [
+          { type: 'function_call', call_id: 'c1', name: 'f', arguments: huge }, { type: 'function_call_output', call_id: 'c1', output: 'ok' }] }],
+        ['/v1/chat/completions', { model: 'lmsp-tiny', max_tokens: 3, messages: [{ role: 'user', content: 'hi' }],
+          tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'string', description: huge } } } } }] }],
       ] as const) {
         const refused = await api(service, path, { method: 'POST', json: body });
         assert.equal(refused.status, 400, path);
