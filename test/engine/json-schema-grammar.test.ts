@@ -297,8 +297,13 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
     // A declared key thousands of characters long beside additionalProperties.
     assert.equal(keywordOf(checkSchemaSupported({ type: 'object', additionalProperties: { type: 'integer' }, properties: { [`x${'y'.repeat(6000)}`]: { type: 'integer' } } })), 'ok');
     // oneOf: literals and tagged objects are told apart in one pass; other branches pair by pair, up to a bound.
-    assert.equal(keywordOf(checkSchemaSupported({ oneOf: range(20_000, (i) => ({ const: i })) })), 'ok');
+    assert.equal(keywordOf(checkSchemaSupported({ oneOf: range(10_000, (i) => ({ const: i })) })), 'ok');
     assert.equal(keywordOf(checkSchemaSupported({ oneOf: [...range(20_000, (i) => ({ const: i })), { const: 7 }] })), 'oneOf');
+    // Enum and const values: at most 10,000 in one grammar, whatever keywords write them (llama.cpp steps each).
+    assert.equal(keywordOf(checkSchemaSupported({ enum: range(10_000, (i) => `z${i}`) })), 'ok');
+    const values = checkSchemaSupported({ type: 'object', properties: { a: { enum: range(6000, (i) => `a${i}`) }, b: { enum: range(6000, (i) => `b${i}`) } } });
+    assert.deepEqual(values.ok ? null : [values.keyword, values.pointer], ['enum', '/properties/b/enum']);
+    assert.equal(keywordOf(checkSchemaSupported({ anyOf: range(10_001, (i) => ({ const: i })) })), 'const');
     const tagged = (i: number) => ({ type: 'object', properties: { kind: { const: `k${i}` }, v: { type: 'integer' } }, required: ['kind'] });
     assert.equal(keywordOf(checkSchemaSupported({ oneOf: range(10_000, tagged) })), 'ok');
     assert.equal(keywordOf(checkSchemaSupported({ oneOf: [...range(10_000, tagged), tagged(3)] })), 'oneOf');
