@@ -237,6 +237,13 @@ describe('which JSON Schemas can be enforced (LMSP 6.1 unsupported_schema)', () 
   // Each of these took minutes of the request thread before the parser read them in one pass
   // (a literal: every item looked at all those after it; a quantifier: the rest of the pattern
   // was copied at each `{`). The test's timeout is what fails then.
+  test('a pattern holds at most 10,000 alternatives, which are read quickly', { timeout: 30_000 }, () => {
+    const words = (n: number) => `^(${Array.from({ length: n }, (_, i) => `z${i}`).join('|')})$`;
+    assert.deepEqual(checkSchemaSupported({ type: 'string', pattern: words(10_001) }), { ok: true });
+    const refused = checkSchemaSupported({ type: 'string', pattern: words(10_002) });
+    assert.deepEqual(refused.ok ? null : [refused.keyword, /more than 10000 alternatives/.test(refused.message)], ['pattern', true]);
+  });
+
   test('long patterns are read in one pass: 200,000 characters of literal, of bounded quantifiers', { timeout: 30_000 }, () => {
     for (const pattern of [`^${'a'.repeat(200_000)}$`, `^${'a{2,5}'.repeat(33_000)}$`]) {
       assert.deepEqual(checkSchemaSupported({ type: 'string', pattern }), { ok: true });

@@ -27,8 +27,21 @@ const LINE_TERMINATORS: Ranges = [[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]];
 const MUST_ESCAPE: Ranges = [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]];
 const SHORT_ESCAPES = new Map<number, string>([[0x22, '\\"'], [0x5c, '\\\\'], [0x08, '\\b'], [0x09, '\\t'], [0x0a, '\\n'], [0x0c, '\\f'], [0x0d, '\\r']]);
 
+/** The GBNF of single characters, made once each: a long pattern is mostly literal characters. */
+const singleCharacters = new Map<number, string>();
+
 /** The GBNF for one character of the set, as JSON string content. */
 export function charSetToGbnf(set: CharSet): string {
+  const [first] = set.ranges;
+  if (!set.negated && set.ranges.length === 1 && first![0] === first![1]) {
+    let gbnf = singleCharacters.get(first![0]);
+    if (gbnf === undefined) singleCharacters.set(first![0], (gbnf = setToGbnf(set)));
+    return gbnf;
+  }
+  return setToGbnf(set);
+}
+
+function setToGbnf(set: CharSet): string {
   const allowed = (codePoint: number) => rangesContain(set.ranges, codePoint) !== set.negated;
   const options: string[] = [];
   if (set.negated) {
@@ -110,6 +123,7 @@ function assertEndsLast(node: RegexNode, followed: boolean): void {
 class RegexParser {
   private position = 0;
   private depth = 0;
+  private alternatives = 0;
   private readonly chars: string[];
 
   constructor(source: string) {
@@ -162,6 +176,7 @@ class RegexParser {
     const options = [this.sequence()];
     while (this.peek() === '|') {
       this.position++;
+      if (++this.alternatives > MAX_PATTERN_ALTERNATIVES) throw new UnsupportedPattern(`more than ${MAX_PATTERN_ALTERNATIVES} alternatives`);
       options.push(this.sequence());
     }
     return options.length === 1 ? options[0]! : { kind: 'alternation', options };
@@ -317,6 +332,11 @@ export const MAX_PATTERN_REPETITION = 10_000;
  * here (LMSP 2), far beyond what patterns written by hand or by Zod use.
  */
 export const MAX_GROUP_DEPTH = 64;
+/**
+ * `|` in one pattern at most, as enum values (json-schema.ts MAX_LITERAL_VALUES): llama.cpp steps
+ * through each alternative it could be in, and 60,000 held the generation slot 45 s.
+ */
+export const MAX_PATTERN_ALTERNATIVES = 10_000;
 
 /** Parses `pattern` into its tree; throws UnsupportedPattern for what the subset leaves out. */
 export function parsePattern(pattern: string): ParsedPattern {
