@@ -85,26 +85,20 @@ describe('Host and Origin checks (LMSP section 2)', () => {
 
   test('--allowed-origins get CORS headers and their preflights answered', () => withService({ args: ['--allowed-origins', 'http://app.example:3000'] }, async (service) => {
     const host = hostOf(service.url);
-    const preflight = await rawRequest(service.url, [
-      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, 'Origin: http://app.example:3000', 'Access-Control-Request-Method: POST',
-      'Access-Control-Request-Headers: authorization, content-type, idempotency-key', 'Connection: close', '', '',
+    const preflightOf = (origin: string, asks: string) => rawRequest(service.url, [
+      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, `Origin: ${origin}`, 'Access-Control-Request-Method: POST', asks, 'Connection: close', '', '',
     ].join('\r\n'));
+    const preflight = await preflightOf('http://app.example:3000', 'Access-Control-Request-Headers: authorization, content-type, idempotency-key');
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers['access-control-allow-origin'], 'http://app.example:3000');
     assert.match(preflight.headers['access-control-allow-headers'] ?? '', /idempotency-key/);
     assert.match(preflight.headers['access-control-allow-methods'] ?? '', /POST/);
     assert.equal(preflight.headers['access-control-allow-private-network'], undefined, 'said only when asked');
     // Private Network Access: Chrome asks before a public page reaches a loopback service.
-    const privateNetwork = await rawRequest(service.url, [
-      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, 'Origin: http://app.example:3000', 'Access-Control-Request-Method: POST',
-      'Access-Control-Request-Private-Network: true', 'Connection: close', '', '',
-    ].join('\r\n'));
+    const privateNetwork = await preflightOf('http://app.example:3000', 'Access-Control-Request-Private-Network: true');
     assert.equal(privateNetwork.status, 204);
     assert.equal(privateNetwork.headers['access-control-allow-private-network'], 'true');
-    const refused = await rawRequest(service.url, [
-      'OPTIONS /v1/responses HTTP/1.1', `Host: ${host}`, 'Origin: http://evil.example', 'Access-Control-Request-Method: POST',
-      'Access-Control-Request-Private-Network: true', 'Connection: close', '', '',
-    ].join('\r\n'));
+    const refused = await preflightOf('http://evil.example', 'Access-Control-Request-Private-Network: true');
     assert.equal(refused.status, 403);
     assert.equal(refused.headers['access-control-allow-private-network'], undefined);
     const get = await rawGet(service.url, '/v1/clients/me', { Host: host, Origin: 'http://app.example:3000', Authorization: `Bearer ${service.token}` });
