@@ -149,7 +149,8 @@ async function checkWitness(service: TestService, responseId: string, report: Fa
   const answer = await api(service, '/v1/responses', { method: 'POST', json: { ...WITNESS, background: true }, signal: AbortSignal.timeout(30_000) });
   const reference = await finishedResponse(service, ((await answer.json()) as ResponseObject).id, 120_000);
   const resumed = (await eventsViaApi(service, witness.task.id)).filter((event) => event.type === 'response.resumed').length;
-  report.notes.push(`the witness task ended ${witness.task.status} after ${resumed} resume(s), attempt ${witness.task.attempt}`);
+  const why = witness.error ? ` (${witness.error.code}: ${witness.error.message})` : '';
+  report.notes.push(`the witness task ended ${witness.task.status}${why} after ${resumed} resume(s), attempt ${witness.task.attempt}`);
   if (reference.task.status !== 'completed') {
     countFault(report, 'reference_run_unfinished');
     report.notes.push(`the uninterrupted run of the witness's request was still ${reference.task.status} after 120 s (${reference.usage?.output_tokens ?? 0} tokens)`);
