@@ -186,6 +186,17 @@ async function saveState(settings: RunnerSettings, sequence: LlamaContextSequenc
   writeFileSync(digestPath(settings.stateDir, taskId), digest, { mode: 0o600 });
 }
 
+/** Removes a task's saved state, its digest and a state half written; what cannot be removed is not trusted (no digest). */
+function dropState(settings: RunnerSettings, taskId: string): void {
+  for (const path of [digestPath(settings.stateDir, taskId), statePath(settings.stateDir, taskId), temporaryStatePath(settings.stateDir, taskId)]) {
+    try {
+      rmSync(path, { force: true });
+    } catch {
+      // a folder that cannot be read: the next save or resume meets the same and does without
+    }
+  }
+}
+
 /** Whether the saved state is whole: its digest is there and matches. */
 async function stateIsWhole(settings: RunnerSettings, taskId: string): Promise<boolean> {
   try {
@@ -350,7 +361,13 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       const now = performance.now();
       if (generated > 1 && now - lastSaveAt >= Math.max(MIN_STATE_INTERVAL_MS, saveCost * STATE_COST_FACTOR)) {
         // The other sequences of a shared context take their steps meanwhile.
-        await slot.aside(() => saveState(settings, sequence, taskId));
+        try {
+          await slot.aside(() => saveState(settings, sequence, taskId));
+        } catch {
+          // A state is a cache: one that cannot be written (a full disk) leaves none to resume
+          // from, and a resume rebuilds it from the committed tokens; the generation goes on.
+          dropState(settings, taskId);
+        }
         lastSaveAt = performance.now();
         saveCost = lastSaveAt - now;
       }
@@ -358,9 +375,7 @@ export async function generate(runtime: GenerationRuntime, model: LlamaModel, me
       next = await slot.step(() => sampler.step(sequence, token, generated));
     }
   } finally {
-    rmSync(statePath(settings.stateDir, taskId), { force: true });
-    rmSync(temporaryStatePath(settings.stateDir, taskId), { force: true });
-    rmSync(digestPath(settings.stateDir, taskId), { force: true });
+    dropState(settings, taskId);
     await slot.release();
   }
 }
