@@ -28,10 +28,10 @@ const CANCEL_GRACE_MS = 600;
 
 /**
  * How long a runner may take to render a prompt through the model's chat template, tokenize it
- * and build the grammar of its output (llama.cpp's, for a schema or tools): a template is code from an untrusted file (LMSP 5), and one that never ends would hold
- * its slot, or the tokenizer every create asks, for good. Rendering takes milliseconds; past
- * this the runner process is ended and the request fails. LMSP_DEBUG_RENDER_DEADLINE_MS sets it
- * for tests.
+ * and build the grammar of its output (llama.cpp's, for a schema or tools): a template is code
+ * from an untrusted file (LMSP 5), and one that never ends would hold its slot, or the tokenizer
+ * every create asks, for good. Rendering takes milliseconds; past this the runner process is
+ * ended and the request fails. LMSP_DEBUG_RENDER_DEADLINE_MS sets it for tests.
  */
 const RENDER_DEADLINE_MS = Number(process.env.LMSP_DEBUG_RENDER_DEADLINE_MS) || 30_000;
 

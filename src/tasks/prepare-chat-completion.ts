@@ -11,7 +11,7 @@ import type {
 import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
-import { checkSchemaSupported, checkToolsSupported } from '../engine/grammar/constraint.js';
+import { checkSchemaSupported, checkToolsSupported, formatBesideCalls } from '../engine/grammar/constraint.js';
 import type { TokenCount } from '../engine/engine.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newChatCompletionId } from '../ids.js';
@@ -122,9 +122,7 @@ function toolsOf(body: CreateChatCompletionBody, format: ChatResponseFormat): Ch
     ...(fn.description !== undefined && fn.description !== null ? { description: fn.description } : {}),
     ...(fn.parameters !== undefined && fn.parameters !== null ? { parameters: fn.parameters } : {}),
   }));
-  // Under `auto` the model may write the format's JSON or calls: one grammar holds both.
-  const auto = body.tool_choice === undefined || body.tool_choice === null || body.tool_choice === 'auto';
-  const support = checkToolsSupported(tools, auto && format.type === 'json_schema' ? format.schema : undefined);
+  const support = checkToolsSupported(tools, formatBesideCalls(body.tool_choice, format));
   if (!support.ok) {
     const at = `tools[${support.toolIndex ?? 0}].function`;
     if (support.keyword === 'name') throw invalidRequest(`${at}.name`, support.message);

@@ -6,7 +6,7 @@
 import type { CreateResponseBody } from '../api/types.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import type { FunctionTool, ResponseToolChoice, StoredResponse, TextFormat } from '../domain/responses.js';
-import { checkSchemaSupported, checkToolsSupported } from '../engine/grammar/constraint.js';
+import { checkSchemaSupported, checkToolsSupported, formatBesideCalls } from '../engine/grammar/constraint.js';
 import type { OutputFormat, ToolChoice, ToolDefinition } from '../engine/types.js';
 import type { GenerationPlan } from './task-machine.js';
 
@@ -46,9 +46,7 @@ export function toolingOf(body: CreateResponseBody, format?: TextFormat): Respon
   const tools: FunctionTool[] = (body.tools ?? []).map((tool) => ({
     type: 'function', name: tool.name, description: tool.description ?? null, parameters: tool.parameters ?? null, strict: tool.strict ?? true,
   }));
-  // Under `auto` the model may write the format's JSON or calls: one grammar holds both.
-  const auto = body.tool_choice === undefined || body.tool_choice === null || body.tool_choice === 'auto';
-  const support = checkToolsSupported(tools.map(toToolDefinition), auto && format?.type === 'json_schema' ? format.schema : undefined);
+  const support = checkToolsSupported(tools.map(toToolDefinition), formatBesideCalls(body.tool_choice, format));
   if (!support.ok) {
     const index = support.toolIndex ?? 0;
     if (support.keyword === 'name') throw invalidRequest(`tools[${index}].name`, support.message);

@@ -74,6 +74,15 @@ export function checkSchemaSupported(schema: unknown): SchemaSupport {
 
 export type ToolsSupport = SchemaSupport & { toolIndex?: number };
 
+/**
+ * The schema of a text format that generation puts in one grammar with the tools' calls: under
+ * `tool_choice` `auto` (or none given) the model may write either; under the others, calls only.
+ */
+export function formatBesideCalls(toolChoice: unknown, format: { type: string; schema?: unknown } | undefined): unknown {
+  const auto = toolChoice === undefined || toolChoice === null || toolChoice === 'auto';
+  return auto && format?.type === 'json_schema' ? format.schema : undefined;
+}
+
 /** Whether every tool has a usable name and parameters the grammar can enforce. */
 export function checkToolsSupported(tools: readonly ToolDefinition[], alongside?: unknown): ToolsSupport {
   // One budget for all the tools of a request (automaton.ts: bounded work on the request thread),

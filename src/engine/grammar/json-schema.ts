@@ -245,8 +245,8 @@ class SchemaScope {
     for (const [index, part] of all.entries()) {
       // A part given as a `$ref` is named where it is defined (`/$defs/B`), as its properties are.
       const ref = index < parts.length && isSchemaObject(parts[index]) ? (parts[index] as Schema).$ref : undefined;
-      const partPointer = index >= parts.length ? pointer
-        : typeof ref === 'string' && ref.startsWith('#') ? safeDecode(ref.slice(1)) ?? `${pointer}/allOf/${index}` : `${pointer}/allOf/${index}`;
+      const defined = typeof ref === 'string' && ref.startsWith('#') ? safeDecode(ref.slice(1)) : null;
+      const partPointer = index >= parts.length ? pointer : defined ?? `${pointer}/allOf/${index}`;
       const mergeable = isSchemaObject(part)
         && Object.keys(part).every((keyword) => ['type', 'properties', 'required', 'additionalProperties'].includes(keyword) || ANNOTATION_KEYWORDS.has(keyword) || keyword.startsWith('x-'))
         && (part.type === undefined || part.type === 'object')
@@ -581,8 +581,7 @@ class SchemaScope {
         this.rules.set(nameOf(index, count), options.join(' | '));
       }
     }
-    const pick = (index: number, count: number) => nameOf(index, count);
-    return this.rules.define('array-unique', `"[" ${this.json.ws} ${pick(0, 0)} ${this.json.ws} "]"`);
+    return this.rules.define('array-unique', `"[" ${this.json.ws} ${nameOf(0, 0)} ${this.json.ws} "]"`);
   }
 }
 
