@@ -62,11 +62,33 @@ describe('lmsp serve --json (LMSP 12)', () => {
         let stderr = '';
         child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
         child.stdout.once('data', () => child.kill('SIGTERM'));
-        // Stopped as soon as it listens: by its own handler or, before that is set up, by the signal.
-        child.once('exit', (code, signal) => (code === 0 || signal === 'SIGTERM' ? resolve(stderr) : reject(new Error(`exit ${code}: ${stderr}`))));
+        // Stopped as soon as it says where it listens, by its own handler.
+        child.once('exit', (code, signal) => (code === 0 ? resolve(stderr) : reject(new Error(`exit ${code} (${signal}): ${stderr}`))));
       });
       const latest = migrations.at(-1)!.version;
       assert.match(await start(), new RegExp(`"from":1,"to":${latest},.*"msg":"database upgraded from schema 1 to ${latest}"`));
       assert.doesNotMatch(await start(), /database upgraded/, 'the next start has nothing to upgrade');
+    }));
+
+  test('a stop asked for while the service starts is a clean one, once it has started', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      const child = spawn(process.execPath, [LMSP_BIN, 'serve', '--json', '--port', '0', '--log-format', 'json', '--data-dir', dataDir], {
+        env: { ...process.env, LMSP_LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, signal) => resolve([code, signal])));
+      // Recovery is logged in the middle of the start, before the service listens.
+      child.stderr.on('data', (chunk: Buffer) => {
+        const before = stderr;
+        stderr += chunk.toString();
+        if (!before.includes('recovered unfinished tasks') && stderr.includes('recovered unfinished tasks')) child.kill('SIGTERM');
+      });
+      const [code, signal] = await exited;
+      assert.deepEqual([code, signal], [0, null], stderr);
+      assert.match(stderr, /"signal":"SIGTERM".*"msg":"stopping: unfinished tasks stay on disk/);
+      assert.match(JSON.parse(stdout).url as string, /^http:\/\/127\.0\.0\.1:\d+$/, 'it started, and said where, before stopping');
     }));
 });

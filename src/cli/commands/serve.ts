@@ -47,21 +47,19 @@ export function registerServe(program: Command): void {
     const config = loadConfig(options, store, flags);
     // LMSP 12: with --json, standard output is the one document below; the log goes to stderr.
     const log = createLogger(config, options.json ? process.stderr : process.stdout);
-    let service;
-    try {
-      service = await startService(config, store, bus, log);
-    } catch (error) {
-      const failure = listenFailure(error as NodeJS.ErrnoException, config);
-      if (failure) throw new CliError(failure, 1);
-      throw error;
-    }
-    if (options.json) printJson(service.info);
-    let stopping = false;
+    // The signal handlers come before the start, so that a stop asked for at any moment after the
+    // service reports its address (or while it starts) is a clean one: without a handler, a SIGTERM
+    // that arrived between printing the address and registering one killed the process outright.
+    let service: Awaited<ReturnType<typeof startService>> | undefined;
+    let stopSignal: string | undefined;
     const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
+      if (stopSignal !== undefined) return;
+      stopSignal = signal;
+      if (service) close(service, signal);
+    };
+    const close = (running: NonNullable<typeof service>, signal: string) => {
       log.info({ signal }, 'stopping: unfinished tasks stay on disk and are recovered at the next start');
-      service.close().then(() => {
+      running.close().then(() => {
         lock.release();
         process.exit(0);
       }, (error: unknown) => {
@@ -71,5 +69,14 @@ export function registerServe(program: Command): void {
     };
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
+    try {
+      service = await startService(config, store, bus, log);
+    } catch (error) {
+      const failure = listenFailure(error as NodeJS.ErrnoException, config);
+      if (failure) throw new CliError(failure, 1);
+      throw error;
+    }
+    if (options.json) printJson(service.info);
+    if (stopSignal !== undefined) close(service, stopSignal);
   }));
 }
