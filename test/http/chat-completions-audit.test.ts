@@ -146,14 +146,19 @@ describe('chat completions and embeddings, from a client author\'s side', () => 
       assert.equal(await expectError(tool, 400, 'unsupported_schema', 'tools[0].function.parameters'), expected);
     }));
 
-  test('a metadata filter is never dropped: a __proto__ key matches like any other, a repeated key is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
-    const tagged = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true, metadata: JSON.parse('{"__proto__": "x", "n": "1"}') as object }));
+  test('a metadata filter is never dropped: __proto__ and the empty key match like any other, a repeated or mistyped filter is 400', { timeout: 60_000 }, () => withService({}, async (service) => {
+    const tagged = await json<ChatCompletionObject>(await chat(service, { max_completion_tokens: 2, store: true, metadata: JSON.parse('{"__proto__": "x", "n": "1", "": "e"}') as object }));
     await chat(service, { max_completion_tokens: 2, store: true, metadata: { n: '2' } });
     const ids = async (query: string) => (await json<{ data: ChatCompletionObject[] }>(await api(service, `/v1/chat/completions${query}`))).data.map((item) => item.id);
     assert.equal((await ids('')).length, 2);
     assert.deepEqual(await ids('?metadata[__proto__]=x'), [tagged.id]);
     assert.deepEqual(await ids('?metadata[__proto__]=y'), []);
+    assert.deepEqual(await ids('?metadata[]=e'), [tagged.id]);
+    assert.deepEqual(await ids('?metadata%5B%5D=zzz'), []);
     await expectError(await api(service, '/v1/chat/completions?metadata[n]=1&metadata[n]=2'), 400, 'invalid_request', 'metadata[n]');
+    for (const mistyped of ['metadata', 'metadata[n', 'metadatan]']) {
+      assert.match(await expectError(await api(service, `/v1/chat/completions?${encodeURIComponent(mistyped)}=1`), 400, 'invalid_request', mistyped), /write metadata\[key\]=value/);
+    }
   }));
 
   test('without max_completion_tokens only the messages must fit: the default shrinks to the room they leave', { timeout: 120_000 }, () => withService({}, async (service) => {

@@ -24,7 +24,7 @@ import {
 import type { AppContext } from '../context.js';
 import { sendStoredAnswer } from '../idempotency.js';
 
-const METADATA_FILTER = /^metadata\[(.+)\]$/;
+const METADATA_FILTER = /^metadata\[(.*)\]$/s;
 
 /** `metadata[k]=v` query parameters (as the `openai` package writes them) to `{k: v}`. */
 function metadataFilter(query: Record<string, unknown>): Record<string, string> {
@@ -32,8 +32,13 @@ function metadataFilter(query: Record<string, unknown>): Record<string, string> 
   const filter = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(query)) {
     const match = METADATA_FILTER.exec(name);
-    if (!match) continue;
-    // A filter is never silently left out (that would list everything): one value per key.
+    if (!match) {
+      // `metadata=v` or `metadata[k` is a filter mistyped, never one to leave out.
+      if (name.startsWith('metadata')) throw invalidRequest(name, `'${name}' is not a metadata filter: write metadata[key]=value.`);
+      continue;
+    }
+    // A filter is never silently left out (that would list everything): one value per key; the
+    // empty key is a key like any other, as metadata may hold it.
     if (typeof value !== 'string') throw invalidRequest(name, `'${name}' must be given once, with one value.`);
     filter[match[1]!] = value;
   }
