@@ -17,7 +17,7 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { ServiceError } from '../domain/errors.js';
-import { FINAL_STATUSES } from '../domain/tasks.js';
+import { FINAL_STATUSES, UNFINISHED_STATUSES } from '../domain/tasks.js';
 import { nowSeconds } from '../time.js';
 import type { Database, Sqlite, WriteContext } from './db.js';
 import { oneOf } from './sql.js';
@@ -98,9 +98,16 @@ function encodeAnswer(key: IdempotencyKey, answer: StoredAnswer): string {
  * A key as the table holds it, for answering in place of the request that held it: only creates
  * (which make tasks) are in flight or name a task, and their answers are never sealed.
  */
-function storedKey(row: Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>): IdempotencyKey {
-  return { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: 0 };
+function storedKey(row: Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'created_at' | 'expires_at'>): IdempotencyKey {
+  return { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: (row.expires_at - row.created_at) * 1000 };
 }
+
+/**
+ * A key outlives its `idempotency_ttl` while the request that holds it is still being answered,
+ * or while the task it made is unfinished: a retry then must not make a second task beside the
+ * first (LMSP 8). Its time is counted from its answer once it has one (see `complete`).
+ */
+const HELD = `(k.state = 'in_flight' OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = k.task_id AND ${oneOf('t.status', UNFINISHED_STATUSES)}))`;
 
 export class IdempotencyTable {
   private readonly getStatement;
@@ -115,8 +122,9 @@ export class IdempotencyTable {
 
   constructor(db: Sqlite) {
     this.getStatement = db.prepare<[string, string, number], DbIdempotencyKey>(
-      'SELECT * FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_at > ?');
-    // An expired record may still be there (the sweeper has not run): it is replaced.
+      `SELECT * FROM idempotency_keys k WHERE scope = ? AND key = ? AND (expires_at > ? OR ${HELD})`);
+    // An expired record may still be there (the sweeper has not run): it is replaced. One still
+    // held (HELD) is never expired, so never replaced.
     this.putStatement = db.prepare(`
       INSERT INTO idempotency_keys (scope, key, fingerprint, state, status_code, body, task_id, created_at, expires_at)
       VALUES (@scope, @key, @fingerprint, @state, @status_code, @body, @task_id, @created_at, @expires_at)
@@ -124,18 +132,18 @@ export class IdempotencyTable {
         status_code = excluded.status_code, body = excluded.body, task_id = excluded.task_id,
         created_at = excluded.created_at, expires_at = excluded.expires_at`);
     this.completeStatement = db.prepare(
-      "UPDATE idempotency_keys SET state = 'done', status_code = ?, body = ? WHERE scope = ? AND key = ?");
+      "UPDATE idempotency_keys SET state = 'done', status_code = ?, body = ?, expires_at = max(expires_at, ?) WHERE scope = ? AND key = ?");
     this.deleteStatement = db.prepare('DELETE FROM idempotency_keys WHERE scope = ? AND key = ?');
     this.deleteExpiredStatement = db.prepare(`
       DELETE FROM idempotency_keys
-      WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`);
-    this.countExpiredStatement = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM idempotency_keys WHERE expires_at <= ?');
-    this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id'>>(
-      "SELECT scope, key, fingerprint, task_id FROM idempotency_keys WHERE state = 'in_flight'");
-    this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint'>>(
-      'SELECT scope, key, fingerprint FROM idempotency_keys WHERE task_id = ? LIMIT 1');
-    this.pointingAtFinishedUnstoredStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id' | 'body'>>(`
-      SELECT k.scope, k.key, k.fingerprint, k.task_id, k.body FROM idempotency_keys k CROSS JOIN tasks t ON t.id = k.task_id
+      WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys k WHERE expires_at <= ? AND NOT ${HELD} LIMIT ?)`);
+    this.countExpiredStatement = db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM idempotency_keys k WHERE expires_at <= ? AND NOT ${HELD}`);
+    this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id' | 'created_at' | 'expires_at'>>(
+      "SELECT scope, key, fingerprint, task_id, created_at, expires_at FROM idempotency_keys WHERE state = 'in_flight'");
+    this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'created_at' | 'expires_at'>>(
+      'SELECT scope, key, fingerprint, created_at, expires_at FROM idempotency_keys WHERE task_id = ? LIMIT 1');
+    this.pointingAtFinishedUnstoredStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id' | 'body' | 'created_at' | 'expires_at'>>(`
+      SELECT k.scope, k.key, k.fingerprint, k.task_id, k.body, k.created_at, k.expires_at FROM idempotency_keys k CROSS JOIN tasks t ON t.id = k.task_id
       WHERE k.state = 'done' AND ${oneOf('t.status', FINAL_STATUSES)}
         AND (t.response_id IN (SELECT id FROM responses WHERE store = 0)
           OR t.completion_id IN (SELECT id FROM chat_completions WHERE store = 0))`);
@@ -216,9 +224,12 @@ export class IdempotencyTable {
     });
   }
 
-  /** The request that held the key in flight was answered: replays now get this answer. */
-  complete(key: IdempotencyKey, answer: StoredAnswer): void {
-    this.completeStatement.run(answer.status, encodeAnswer(key, answer), key.scope, key.keyHash);
+  /**
+   * The request that held the key in flight was answered: replays now get this answer, for at
+   * least the key's time to live from now (a generation may have outlasted it).
+   */
+  complete(key: IdempotencyKey, answer: StoredAnswer, now = nowSeconds()): void {
+    this.completeStatement.run(answer.status, encodeAnswer(key, answer), now + Math.ceil(key.ttlMs / 1000), key.scope, key.keyHash);
   }
 
   /** The request that held the key in flight ended without an answer (its client left): forget it. */

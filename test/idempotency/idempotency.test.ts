@@ -205,4 +205,45 @@ describe('Idempotency-Key (LMSP section 8)', () => {
       assert.equal(second.headers.get('idempotent-replayed'), null);
       assert.notEqual(((await second.json()) as ResponseObject).id, first.id);
     }));
+
+  test('a key outlives --idempotency-ttl while its request is being answered or its task is unfinished, then expires', { timeout: 90_000 }, () =>
+    withService({ args: ['--idempotency-ttl', '1s', '--sweep-interval', '200ms', '--parallel', '2'], env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {
+      const background = { model: 'lmsp-tiny', input: 'long background', background: true, max_output_tokens: 4000 };
+      const plain = { model: 'lmsp-tiny', input: 'long plain', max_output_tokens: 600 };
+      const queued = await create(service, 'background', background);
+      assert.equal(queued.status, 202);
+      const queuedText = await queued.text();
+      const first = create(service, 'plain', plain);
+      await waitFor(async () => (await service.client.listTasks({ status: ['running'] })).data.length === 2);
+      // Past the time to live, and past several sweeps.
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      assert.equal((await service.client.listTasks({ status: ['running'] })).data.length, 2, 'both still generate');
+      const during = await create(service, 'plain', plain);
+      assert.equal(during.status, 409);
+      assert.equal(((await during.json()) as { error: { code: string } }).error.code, 'idempotency_key_in_flight');
+      const again = await create(service, 'background', background);
+      assert.equal(again.status, 202);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.equal(await again.text(), queuedText);
+      assert.equal(await taskCount(service), 2, 'no second task beside either');
+      // Answered at last: replayable for the time to live from its answer.
+      const original = await first;
+      assert.equal(original.status, 200);
+      const originalText = await original.text();
+      const replay = await create(service, 'plain', plain);
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      assert.equal(await replay.text(), originalText);
+      // Once its task is finished, the background key is as old as it is, and goes.
+      const { id } = JSON.parse(queuedText) as ResponseObject;
+      await api(service, `/v1/responses/${id}/cancel`, { method: 'POST' });
+      await waitFor(async () => (await service.client.listTasks({ status: ['cancelled'] })).data.length === 1);
+      await waitFor(async () => {
+        const retry = await create(service, 'background', { ...background, max_output_tokens: 2 });
+        if (retry.status === 422) return undefined; // the old key, not yet swept
+        assert.equal(retry.status, 202);
+        assert.equal(retry.headers.get('idempotent-replayed'), null);
+        return true;
+      }, { timeoutMs: 10_000, what: 'the finished task\'s expired key to be swept' });
+      assert.equal(await taskCount(service), 3);
+    }));
 });
