@@ -12,7 +12,7 @@
  *   http agent 5 s), so a reused connection never meets one the service has just closed.
  * - JSON nested deeper than 64 levels is refused before it is parsed (LMSP section 2).
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ERROR_CODES, ServiceError, type ErrorCode } from '../domain/errors.js';
 import { newRequestId } from '../ids.js';
@@ -122,7 +122,7 @@ export function headerCount(raw: IncomingMessage, name: string): number {
 /** An answer written to the socket by hand, named by its own `x-request-id` as every other answer is. */
 function rawErrorResponse(status: number, code: ErrorCode, message: string): string {
   const body = JSON.stringify(new ServiceError(code, message).toBody());
-  const reason = { 400: 'Bad Request', 404: 'Not Found', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' }[status] ?? 'Error';
+  const reason = STATUS_CODES[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`
     + `X-Request-Id: ${newRequestId()}\r\nConnection: close\r\n\r\n${body}`;
 }
@@ -168,7 +168,8 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
  * other than `100-continue` (RFC 9110 10.1.1 lets a server ignore it, so the request goes on to
  * the Host check and its route), and `CONNECT`, which no route serves (Node would close the
  * connection without a word): after the Host check, as every request (LMSP 2), its authority (its
- * target, RFC 9112 3.2.3) a name `served` answers to or 421.
+ * target, RFC 9112 3.2.3; the Host header when the target is a path, as a client may send) a
+ * name `served` answers to or 421.
  */
 export function answerWhatNodeWouldRefuse(server: Server, served: (authority: string) => boolean): void {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
@@ -176,8 +177,9 @@ export function answerWhatNodeWouldRefuse(server: Server, served: (authority: st
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    const authority = request.url ?? '';
-    socket.end(served(authority) ? rawErrorResponse(404, 'not_found', `No route for CONNECT ${authority}.`)
+    const target = request.url ?? '';
+    const authority = target === '' || target.includes('/') ? request.headers.host ?? '' : target;
+    socket.end(served(authority) ? rawErrorResponse(404, 'not_found', `No route for CONNECT ${target}.`)
       : rawErrorResponse(421, 'misdirected_request', `The Host '${authority}' is not served here.`));
   });
 }

@@ -115,6 +115,13 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     const connect = await rawRequest(service.url, `CONNECT ${host} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
     assert.equal(connect.status, 404);
     assert.equal(errorCode(connect.body), 'not_found');
+    // A path as its target (as `curl -X CONNECT http://host/path` sends): the Host header is the host.
+    const withPath = await rawRequest(service.url, `CONNECT /v1/tasks HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    assert.equal(withPath.status, 404, withPath.body);
+    assert.equal(errorCode(withPath.body), 'not_found');
+    const withPathElsewhere = await rawRequest(service.url, 'CONNECT /v1/tasks HTTP/1.1\r\nHost: evil.example\r\n\r\n');
+    assert.equal(withPathElsewhere.status, 421);
+    assert.match(withPathElsewhere.body, /The Host 'evil\.example' is not served here/);
     // The Host check comes first for CONNECT too: its target names the host it asks for.
     const proxied = await rawRequest(service.url, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n');
     assert.equal(proxied.status, 421);
