@@ -200,8 +200,13 @@ export async function serviceClient(options: CommonOptions): Promise<LmspClient 
 /** A client of the running service, for commands that need one. */
 export async function operatorClient(options: CommonOptions): Promise<LmspClient> {
   const client = await serviceClient(options);
-  if (!client) throw new CliError(`the lmsp service is not running for ${dataDirOf(options)}; start it with \`lmsp serve\``, EXIT_NOT_RUNNING);
-  return client;
+  if (client) return client;
+  const dataDir = dataDirOf(options);
+  // Held, yet no service answers: `lmsp serve` would be refused, so it is not the advice to give.
+  if (isDataDirLocked(dataDir)) {
+    throw new CliError(`the lmsp service is not answering for ${dataDir}: another lmsp process holds the data directory (a service still starting, or a command such as \`lmsp models pull\` run without one); wait for it to end, or stop it`, EXIT_NOT_RUNNING);
+  }
+  throw new CliError(`the lmsp service is not running for ${dataDir}; start it with \`lmsp serve\``, EXIT_NOT_RUNNING);
 }
 
 function databaseErrorCode(exitCode: number): string {

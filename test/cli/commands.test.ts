@@ -6,6 +6,7 @@ import { openSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { CreateResponseBody, TaskObject } from '../../src/api/types.js';
+import { lockDataDir } from '../../src/store/lock.js';
 import { runCli, startCli, type RunningCli } from '../helpers/cli.js';
 import { api, LMSP_BIN, waitFor, withService, type TestService } from '../helpers/service.js';
 
@@ -135,7 +136,18 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
     await service.stop();
     const result = await runCli(['tasks', 'ls', '--data-dir', service.dataDir]);
     assert.equal(result.code, 3);
-    assert.match(result.stderr, /not running/);
+    assert.match(result.stderr, /not running.*start it with `lmsp serve`/);
+    // Held by another process and no service answering: `lmsp serve` would be refused, so the
+    // CLI does not advise it.
+    const lock = lockDataDir(service.dataDir);
+    try {
+      const held = await runCli(['tasks', 'ls', '--data-dir', service.dataDir]);
+      assert.equal(held.code, 3);
+      assert.match(held.stderr, /not answering .*another lmsp process holds the data directory/);
+      assert.doesNotMatch(held.stderr, /start it with/);
+    } finally {
+      lock.release();
+    }
   }));
 
   test('lmsp doctor passes on a healthy install and fails on a tampered model', { timeout: 60_000 }, () => withService({}, async (service) => {
