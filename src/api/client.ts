@@ -3,6 +3,7 @@
  * any other) and by the tests.
  */
 import { EventSourceParserStream } from 'eventsource-parser/stream';
+import type { ChatCompletionObject } from './chat-completions.js';
 import type {
   ClientObject, CreateResponseBody, InputItemList, ListObject, ModelObject, PairingCodeObject, ResponseObject, ServiceObject, TaskEvent, TaskObject,
 } from './types.js';
@@ -28,6 +29,7 @@ export interface ApiAnswer<T> {
 
 export interface TaskListQuery {
   status?: string[];
+  kind?: string[];
   limit?: number;
   after?: string;
   order?: 'asc' | 'desc';
@@ -119,6 +121,11 @@ export class LmspClient {
     return this.request('POST', `/v1/responses/${encodeURIComponent(id)}/cancel`, undefined, options);
   }
 
+  /** A stored chat completion (LMSP 13). */
+  async getChatCompletion(id: string): Promise<ChatCompletionObject> {
+    return (await this.request<ChatCompletionObject>('GET', `/v1/chat/completions/${encodeURIComponent(id)}`)).body;
+  }
+
   async deleteResponse(id: string): Promise<{ id: string; deleted: boolean }> {
     return (await this.request<{ id: string; deleted: boolean }>('DELETE', `/v1/responses/${encodeURIComponent(id)}`)).body;
   }
@@ -130,6 +137,7 @@ export class LmspClient {
   async listTasks(query: TaskListQuery = {}): Promise<{ data: TaskObject[]; has_more: boolean; last_id: string | null }> {
     const params = new URLSearchParams();
     if (query.status?.length) params.set('status', query.status.join(','));
+    if (query.kind?.length) params.set('kind', query.kind.join(','));
     if (query.limit) params.set('limit', String(query.limit));
     if (query.after) params.set('after', query.after);
     if (query.order) params.set('order', query.order);

@@ -61,7 +61,7 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       assert.equal(eventsByResponse.data[0]!.type, 'response.created');
 
       const table = await runCli(['tasks', 'ls', ...dir]);
-      assert.match(table.stdout, /^ID\s+STATUS\s+MODEL/);
+      assert.match(table.stdout, /^ID\s+KIND\s+STATUS\s+MODEL/);
       assert.equal(table.stdout.trim().split('\n').length, 3);
 
       const taskId = tasks.data[0]!.id;
@@ -130,6 +130,38 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
       assert.equal(failure.error.code, 'connection_lost');
       assert.ok(failure.error.message.includes(task!.response_id!), failure.error.message);
       assert.match(cli.stderr(), new RegExp(`lmsp tasks events ${task!.response_id!} --follow`));
+    }));
+
+  test('tasks show/events/ls for a chat completion: its id names its task, its text, usage and chunks are shown, --kind filters', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const dir = ['--data-dir', service.dataDir];
+      const created = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 6, seed: 2, store: true } });
+      const completion = (await created.json()) as { id: string; choices: Array<{ message: { content: string } }>; usage: { prompt_tokens: number; completion_tokens: number } };
+      await runCli(['run', 'lmsp-tiny', 'another', '--max-tokens', '2', ...dir]);
+      const shown = await runCli(['tasks', 'show', completion.id, ...dir]);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stdout, new RegExp(`task\\s+${created.headers.get('lmsp-task-id')!} \\(chat_completion\\)`));
+      assert.match(shown.stdout, new RegExp(`usage\\s+${completion.usage.prompt_tokens} in, 6 out`));
+      assert.ok(shown.stdout.includes(`\n\n${completion.choices[0]!.message.content}\n`), shown.stdout);
+      const shownJson = JSON.parse((await runCli(['tasks', 'show', completion.id, '--json', ...dir])).stdout) as { completion: { id: string } };
+      assert.equal(shownJson.completion.id, completion.id);
+      const events = await runCli(['tasks', 'events', completion.id, ...dir]);
+      assert.equal(events.code, 0, events.stderr);
+      const deltas = [...events.stdout.matchAll(/chat\.completion\.chunk {2}(".*")$/gm)].map((match) => JSON.parse(match[1]!) as string);
+      assert.equal(deltas.join(''), completion.choices[0]!.message.content, events.stdout);
+      assert.match(events.stdout, /chat\.completion\.chunk {2}finish_reason=length$/m);
+      assert.match(events.stdout, /chat\.completion\.completed {2}finish_reason=length$/m);
+      const chats = JSON.parse((await runCli(['tasks', 'ls', '--kind', 'chat_completion', '--json', ...dir])).stdout) as { data: TaskObject[] };
+      assert.deepEqual(chats.data.map((task) => task.completion_id), [completion.id]);
+      const unknown = await runCli(['tasks', 'ls', '--kind', 'chat', ...dir]);
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.stderr, /--kind: unknown kind chat; kinds are response, chat_completion, model_pull/);
+      const status = await runCli(['tasks', 'ls', '--status', 'done', ...dir]);
+      assert.equal(status.code, 2);
+      assert.match(status.stderr, /--status: unknown status done; statuses are queued, /);
+      const missing = await runCli(['tasks', 'show', 'chatcmpl-nothing', ...dir]);
+      assert.equal(missing.code, 1);
+      assert.match(missing.stderr, /no task of the chat completion chatcmpl-nothing/);
     }));
 
   test('the CLI says so when the service is not running', { timeout: 30_000 }, () => withService({}, async (service) => {

@@ -2,8 +2,9 @@
 import type { Command } from 'commander';
 import { followTask } from '../follow.js';
 import type { LmspClient } from '../../api/client.js';
+import type { ChatCompletionChunk, ChatCompletionObject } from '../../api/chat-completions.js';
 import type { ResponseObject, TaskEvent, TaskObject } from '../../api/types.js';
-import { TASK_STATUSES, type TaskStatus } from '../../domain/tasks.js';
+import { TASK_KINDS, TASK_STATUSES, type TaskKind, type TaskStatus } from '../../domain/tasks.js';
 import {
   action, beginJsonDocument, CliError, describeFailure, EXIT_INTERRUPTED, EXIT_USAGE, formatTime, numberOption, operatorClient, printJson, table, withCommonOptions,
   type CliFailure, type CommonOptions,
@@ -12,29 +13,53 @@ import {
 /** One line per event, for people. */
 export function describeEvent(event: TaskEvent): string {
   const head = `${String(event.sequence_number).padStart(5)}  ${event.type}`;
-  if (event.type === 'response.output_text.delta') return `${head}  ${JSON.stringify(event.delta)}`;
-  const response = event.response as ResponseObject | undefined;
-  if (response) {
-    const error = response.error ? `  ${response.error.code}: ${response.error.message}` : '';
-    return `${head}  status=${response.status} attempt=${response.task.attempt}${error}`;
-  }
-  return head;
+  const detail = eventDetail(event);
+  return detail ? `${head}  ${detail}` : head;
 }
 
-/** `--status a,b`: known statuses only, a usage error otherwise (LMSP 12), before the service is asked. */
-function parseStatuses(text: string | undefined): TaskStatus[] | undefined {
+/** What an event adds, for each kind of task: the text, the call, the bytes, the status. */
+function eventDetail(event: TaskEvent): string {
+  if (event.type === 'response.output_text.delta') return JSON.stringify(event.delta);
+  if (event.type === 'chat.completion.chunk') return chunkDetail(event.chunk as ChatCompletionChunk);
+  if (event.type === 'model.pull.progress') return `${String(event.downloaded_bytes)} of ${String(event.total_bytes ?? '?')} bytes`;
+  const error = event.error as TaskObject['error'] | undefined;
+  const errorText = (failure: TaskObject['error'] | undefined) => (failure ? `  ${failure.code}: ${failure.message}` : '');
+  const response = event.response as ResponseObject | undefined;
+  if (response) return `status=${response.status} attempt=${response.task.attempt}${errorText(response.error)}`;
+  const task = event.task as TaskObject | undefined;
+  if (task) return `status=${task.status} attempt=${task.attempt}${errorText(task.error ?? error)}`;
+  const completion = event.completion as ChatCompletionObject | undefined;
+  const finish = completion?.choices[0]?.finish_reason;
+  return `${finish ? `finish_reason=${finish}` : ''}${errorText(error)}`.trim();
+}
+
+function chunkDetail(chunk: ChatCompletionChunk): string {
+  const choice = chunk.choices[0];
+  if (!choice) return chunk.usage ? `usage ${chunk.usage.prompt_tokens} in, ${chunk.usage.completion_tokens} out` : '';
+  const calls = (choice.delta.tool_calls ?? []).map((call) => `call ${call.index}${call.function.name ? ` ${call.function.name}` : ''} ${JSON.stringify(call.function.arguments)}`);
+  const parts = [
+    ...(choice.delta.content ? [JSON.stringify(choice.delta.content)] : []),
+    ...calls,
+    ...(choice.finish_reason ? [`finish_reason=${choice.finish_reason}`] : []),
+  ];
+  return parts.join('  ');
+}
+
+/** `--status a,b` or `--kind a,b`: known values only, a usage error otherwise (LMSP 12), before the service is asked. */
+function parseList<T extends string>(flag: string, [what, whats]: [string, string], known: readonly T[], text: string | undefined): T[] | undefined {
   if (text === undefined) return undefined;
-  const statuses = text.split(',').map((status) => status.trim()).filter(Boolean);
-  const unknown = statuses.filter((status) => !(TASK_STATUSES as readonly string[]).includes(status));
-  if (unknown.length > 0 || statuses.length === 0) {
-    throw new CliError(`--status: unknown status ${unknown.join(', ') || '(none)'}; statuses are ${TASK_STATUSES.join(', ')}`, EXIT_USAGE);
+  const values = text.split(',').map((value) => value.trim()).filter(Boolean);
+  const unknown = values.filter((value) => !(known as readonly string[]).includes(value));
+  if (unknown.length > 0 || values.length === 0) {
+    throw new CliError(`${flag}: unknown ${what} ${unknown.join(', ') || '(none)'}; ${whats} are ${known.join(', ')}`, EXIT_USAGE);
   }
-  return statuses as TaskStatus[];
+  return values as T[];
 }
 
 function taskRows(tasks: TaskObject[]) {
   return tasks.map((task) => ({
     id: task.id,
+    kind: task.kind,
     status: task.status,
     model: task.model,
     attempt: task.attempt,
@@ -46,11 +71,20 @@ function taskRows(tasks: TaskObject[]) {
 }
 
 /**
- * The task a command names: a task id, or a response id (what `lmsp run --background` prints),
- * taken to its task.
+ * The task a command names: a task id, a response id (what `lmsp run --background` prints) or a
+ * chat completion id, taken to its task.
  */
 async function taskIdOf(client: LmspClient, id: string): Promise<string> {
-  return id.startsWith('resp_') ? (await client.getResponse(id)).task.id : id;
+  if (id.startsWith('resp_')) return (await client.getResponse(id)).task.id;
+  if (!id.startsWith('chatcmpl-')) return id;
+  // A chat completion names no task: its task names it, among the client's chat completion tasks.
+  for (let after: string | undefined; ;) {
+    const page = await client.listTasks({ kind: ['chat_completion'], limit: 100, ...(after ? { after } : {}) });
+    const task = page.data.find((candidate) => candidate.completion_id === id);
+    if (task) return task.id;
+    if (!page.has_more || !page.last_id) throw new CliError(`no task of the chat completion ${id} (its task is deleted once it finishes unless it was stored)`, 1, 'not_found');
+    after = page.last_id;
+  }
 }
 
 export function registerTasks(program: Command): void {
@@ -60,21 +94,29 @@ export function registerTasks(program: Command): void {
 
   withCommonOptions(tasks.command('ls').description('list tasks, newest first')
     .option('--status <list>', 'comma-separated statuses, e.g. queued,running')
+    .option('--kind <list>', `comma-separated kinds: ${TASK_KINDS.join(', ')}`)
     .option('--limit <n>', 'how many', '20'))
-    .action(action(async (options: CommonOptions & { status?: string; limit: string }) => {
+    .action(action(async (options: CommonOptions & { status?: string; kind?: string; limit: string }) => {
       const limit = numberOption('--limit', options.limit, { integer: true, min: 1 });
-      const status = parseStatuses(options.status);
-      const list = await (await operatorClient(options)).listTasks({ status, limit });
+      const status = parseList<TaskStatus>('--status', ['status', 'statuses'], TASK_STATUSES, options.status);
+      const kind = parseList<TaskKind>('--kind', ['kind', 'kinds'], TASK_KINDS, options.kind);
+      const list = await (await operatorClient(options)).listTasks({ status, kind, limit });
       if (options.json) return printJson({ object: 'list', ...list });
-      process.stdout.write(`${table(taskRows(list.data), ['id', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
+      process.stdout.write(`${table(taskRows(list.data), ['id', 'kind', 'status', 'model', 'attempt', 'policy', 'events', 'created', 'error'])}\n`);
     }));
 
-  withCommonOptions(tasks.command('show <id>').description('a task and its response (a task id, or a response id)'))
+  withCommonOptions(tasks.command('show <id>').description('a task and its response or chat completion (a task id, a response id or a chat completion id)'))
     .action(action(async (given: string, options: CommonOptions) => {
       const client = await operatorClient(options);
       const task = await client.getTask(await taskIdOf(client, given));
       const response = task.response_id ? await client.getResponse(task.response_id) : null;
-      if (options.json) return printJson({ task, response });
+      // A stored chat completion; one not stored has no page of its own (LMSP 13).
+      const completion = task.completion_id ? await client.getChatCompletion(task.completion_id).catch(() => null) : null;
+      if (options.json) return printJson({ task, response, ...(task.kind === 'chat_completion' ? { completion } : {}) });
+      const usage = response?.usage ? `${response.usage.input_tokens} in, ${response.usage.output_tokens} out`
+        : completion ? `${completion.usage.prompt_tokens} in, ${completion.usage.completion_tokens} out` : '-';
+      const message = completion?.choices[0]?.message;
+      const calls = (message?.tool_calls ?? []).map((call) => `${call.function.name}(${call.function.arguments})`);
       process.stdout.write([
         `task      ${task.id} (${task.kind})`,
         ...(task.response_id ? [`response  ${task.response_id}`] : []),
@@ -84,14 +126,15 @@ export function registerTasks(program: Command): void {
         `policy    on_restart=${task.on_restart}, attempt ${task.attempt}`,
         `created   ${formatTime(task.created_at)}; started ${formatTime(task.started_at)}; finished ${formatTime(task.finished_at)}`,
         `events    ${task.last_sequence_number}`,
-        ...(response ? [`usage     ${response.usage ? `${response.usage.input_tokens} in, ${response.usage.output_tokens} out` : '-'}`] : []),
+        ...(response || completion ? [`usage     ${usage}`] : []),
         ...(task.error ? [`error     ${task.error.code}: ${task.error.message}`] : []),
         ...(response ? ['', response.output.find((item) => item.type === 'message')?.content[0]?.text ?? ''] : []), // calls first with tools
+        ...(message ? ['', ...calls, message.content ?? ''] : []),
         '',
       ].join('\n'));
     }));
 
-  withCommonOptions(tasks.command('events <id>').description("a task's events (a task id, or a response id)")
+  withCommonOptions(tasks.command('events <id>').description("a task's events (a task id, a response id or a chat completion id)")
     .option('--after <n>', 'only events after this sequence number', '0')
     .option('--follow', 'keep following until the task finishes, reconnecting if the connection drops'))
     .action(action(async (given: string, options: CommonOptions & { after: string; follow?: boolean }) => {
@@ -142,7 +185,7 @@ export function registerTasks(program: Command): void {
       if (options.json) process.stdout.write(closing());
     }));
 
-  withCommonOptions(tasks.command('cancel <id>').description('cancel a task (a task id, or a response id)'))
+  withCommonOptions(tasks.command('cancel <id>').description('cancel a task (a task id, a response id or a chat completion id)'))
     .action(action(async (given: string, options: CommonOptions) => {
       const client = await operatorClient(options);
       const answer = await client.cancelTask(await taskIdOf(client, given));
