@@ -51,5 +51,10 @@ describe('lmsp run with the prompt on standard input', () => {
       const empty = await runCli(['run', 'lmsp-tiny', '--data-dir', service.dataDir], { input: ' \n' });
       assert.equal(empty.code, 2);
       assert.match(empty.stderr, /the prompt on standard input is empty/);
+      for (const words of [[''], [' ', '']]) {
+        const blank = await runCli(['run', 'lmsp-tiny', ...words, '--data-dir', service.dataDir], { input: 'not read' });
+        assert.equal(blank.code, 2, JSON.stringify(words));
+        assert.match(blank.stderr, /the prompt is empty/);
+      }
     }));
 });

@@ -41,7 +41,11 @@ async function finishedResponse(client: LmspClient, responseId: string): Promise
  */
 async function promptOf(words: string[]): Promise<string> {
   const fromStdin = words.length === 0 || (words.length === 1 && words[0] === '-');
-  if (!fromStdin) return words.join(' ');
+  if (!fromStdin) {
+    // Refused as an empty standard input is: a blank question is a slip, never what was meant.
+    if (words.join(' ').trim() === '') throw new CliError('the prompt is empty', EXIT_USAGE);
+    return words.join(' ');
+  }
   if (words.length === 0 && process.stdin.isTTY) throw new CliError('missing the prompt: give it as words, or on standard input', EXIT_USAGE);
   let text = '';
   for await (const chunk of process.stdin.setEncoding('utf8')) text += chunk as string;
