@@ -268,7 +268,8 @@ export const pairingCodeBody = {
   type: 'object',
   properties: {
     name: { type: ['string', 'null'], ...clientName },
-    scopes: { type: ['array', 'null'], items: { type: 'string', enum: [...SCOPES] }, minItems: 1, uniqueItems: true },
+    // A scope named twice is granted once, as `lmsp pair --scopes` does (handler).
+    scopes: { type: ['array', 'null'], items: { type: 'string', enum: [...SCOPES] }, minItems: 1 },
     ttl_seconds: { type: ['integer', 'null'], minimum: 1, maximum: MAX_PAIRING_TTL_SECONDS },
   },
 } as const;

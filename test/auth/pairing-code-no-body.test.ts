@@ -31,4 +31,11 @@ describe('POST /v1/pairing-codes without a body (LMSP 4; every field is optional
         assert.equal(error.param, null, body);
       }
     }));
+
+  test('a scope named twice is granted once, as lmsp pair --scopes does', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const answer = await api(service, '/v1/pairing-codes', { method: 'POST', json: { scopes: ['metrics', 'responses', 'metrics'] } });
+      assert.equal(answer.status, 201, await answer.clone().text());
+      assert.deepEqual(((await answer.json()) as PairingCodeObject).scopes, ['metrics', 'responses']);
+    }));
 });

@@ -49,7 +49,7 @@ export function registerClientRoutes(app: FastifyInstance, context: AppContext):
     // The answer holds the code: its stored copy is sealed with the caller's own token.
     const outcome = await issuePairingCode(core, {
       name: body.name ?? null,
-      ...(body.scopes ? { scopes: body.scopes } : {}),
+      ...(body.scopes ? { scopes: [...new Set(body.scopes)] } : {}),
       ...(body.ttl_seconds ? { ttlMs: body.ttl_seconds * 1000 } : {}),
     }, clientKeyOf(request, context, { sealWithToken: true }), clientOf(request).id);
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
