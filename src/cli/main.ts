@@ -26,7 +26,13 @@ const program = new Command();
 program
   .name('lmsp')
   .description('Run language models on this machine as a durable HTTP service (LMSP 1.0).')
-  .version(SOFTWARE_VERSION)
+  // The version, as text or with --json (before or after it) as the one JSON document (LMSP 12).
+  .option('-V, --version', 'output the version number')
+  .on('option:version', () => {
+    if (process.argv.includes('--json')) printJson({ version: SOFTWARE_VERSION });
+    else process.stdout.write(`${SOFTWARE_VERSION}\n`);
+    process.exit(0);
+  })
   .showHelpAfterError()
   // Before any command is added, so that every command inherits it: a command line that
   // commander cannot parse (an unknown command or option, a missing argument, a group without

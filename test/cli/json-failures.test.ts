@@ -59,7 +59,14 @@ describe('lmsp --json when the command fails (LMSP 12)', () => {
         assert.equal(json.code, 2, name);
         assert.deepEqual(failureOf(json), { code: 'invalid_usage', message: 'a command is needed here: its usage is on standard error' }, name);
       }
-      assert.equal((await runCli(['--version'])).code, 0);
+      const version = await runCli(['--version']);
+      assert.equal(version.code, 0);
+      assert.match(version.stdout, /^\d+\.\d+\.\d+\S*\n$/);
+      for (const args of [['--version', '--json'], ['--json', '-V']]) {
+        const json = await runCli(args);
+        assert.equal(json.code, 0, args.join(' '));
+        assert.deepEqual(JSON.parse(json.stdout), { version: version.stdout.trim() }, args.join(' '));
+      }
       assert.equal((await runCli(['tasks', '--help'])).code, 0);
     }));
 
