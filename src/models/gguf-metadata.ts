@@ -174,7 +174,9 @@ export class HeaderReader {
   private async readArray(key: string, depth: number): Promise<void> {
     const { cursor } = this;
     const at = cursor.position;
-    if (depth > MAX_ARRAY_DEPTH) throw invalidModelFile(`the value of ${quoteShort(key)} nests arrays more than ${MAX_ARRAY_DEPTH} deep`);
+    // llama.cpp's reader refuses an array of arrays (it reads arrays of numbers, bools and strings
+    // only): a file holding one would register, then fail every load.
+    if (depth > MAX_ARRAY_DEPTH) throw invalidModelFile(`the value of ${quoteShort(key)} at byte ${at} is an array of arrays, which llama.cpp cannot read`);
     await this.need(12, () => `the array ${quoteShort(key)}`);
     const itemType = cursor.u32();
     const items = cursor.u64();

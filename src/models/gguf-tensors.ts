@@ -1,8 +1,8 @@
 /**
  * The tensor infos of a GGUF file and where their data lies (LMSP 5: a model file is untrusted
- * input): names, shapes, ggml types and offsets, each tensor's bytes inside the data section and
- * no two tensors sharing a byte. What it keeps per tensor is its name, offset and size, a small
- * multiple of the tensor info's own bytes in the header.
+ * input): names, shapes, ggml types and offsets, the tensors' bytes one after the other inside
+ * the data section, as llama.cpp reads them. What it keeps per tensor is its name, for the check
+ * that no two share one.
  */
 import { GGML_TYPES, MAX_TENSOR_DIMS, MAX_TENSOR_NAME_BYTES } from './gguf-format.js';
 import { count, invalidModelFile, type HeaderReader } from './gguf-metadata.js';
@@ -26,11 +26,10 @@ function alignUp(value: number, alignment: number): number {
 /** Reads the tensor infos that follow the metadata, then checks the data section they describe. */
 export async function readTensorInfos(reader: HeaderReader): Promise<TensorLayout> {
   const { cursor, alignment } = reader;
-  const names: string[] = [];
   const seen = new Set<string>();
-  const offsets: number[] = [];
-  const sizes: number[] = [];
-  let ascending = true;
+  /** Where the next tensor's data must start, relative to the data section. */
+  let expected = 0;
+  let last: { name: string; end: number } | null = null;
   let parameters = 0;
   for (let index = 0; index < reader.tensorCount; index++) {
     const at = cursor.position;
@@ -68,32 +67,23 @@ export async function readTensorInfos(reader: HeaderReader): Promise<TensorLayou
     const bytes = (elements / blockElements) * blockBytes;
     const offset = cursor.u64();
     if (offset % alignment !== 0) throw invalidModelFile(`tensor ${show(name)} has offset ${count(offset)}, not a multiple of the alignment ${alignment}`);
-    if (offsets.length > 0 && offset < offsets[offsets.length - 1]!) ascending = false;
-    names.push(name);
-    offsets.push(offset);
-    sizes.push(bytes);
+    // llama.cpp reads the data section as the tensors one after the other, in the order of their
+    // infos, each padded to the alignment: it refuses a file whose offsets say otherwise (a gap,
+    // another order, an overlap), so such a file would register and then never load.
+    if (offset !== expected) {
+      throw invalidModelFile(`tensor ${show(name)} has offset ${count(offset)} where ${count(expected)} was expected (the tensors' data lies one after the other, in the order of their infos, each padded to the alignment ${alignment})`);
+    }
+    expected = alignUp(offset + bytes, alignment);
+    last = { name, end: offset + bytes };
     parameters += elements;
   }
 
   const headerEnd = cursor.position;
   const dataOffset = alignUp(headerEnd, alignment);
-  // Negative when the padded header runs past the end: then every tensor fails the check below.
+  // Negative when the padded header runs past the end: then the check below fails.
   const dataBytes = cursor.size - dataOffset;
-  const order = offsets.map((_, index) => index);
-  if (!ascending) order.sort((a, b) => offsets[a]! - offsets[b]!);
-  let previous = -1;
-  for (const index of order) {
-    const start = offsets[index]!;
-    const end = start + sizes[index]!;
-    const shown = show(names[index]!);
-    if (end > dataBytes) {
-      throw invalidModelFile(`tensor ${shown} lies at bytes ${count(dataOffset + start)} to ${count(dataOffset + end)} but the file has ${cursor.size} (truncated?)`);
-    }
-    if (previous >= 0 && start < offsets[previous]! + sizes[previous]!) {
-      const other = show(names[previous]!);
-      throw invalidModelFile(`tensors ${other} and ${shown} overlap in the data section`);
-    }
-    previous = index;
+  if (last && last.end > dataBytes) {
+    throw invalidModelFile(`tensor ${show(last.name)} ends at byte ${count(dataOffset + last.end)} but the file has ${cursor.size} (truncated?)`);
   }
   return { parameters, dataOffset };
 }

@@ -8,14 +8,15 @@
  * - the magic "GGUF", version 2 or 3, tensor and metadata counts within fixed bounds and within
  *   what the remaining bytes can hold;
  * - every key 1 to 65535 bytes of printable ASCII, unique; every string and array within the file;
- *   every value type one of the 13 known, bools 0 or 1, arrays nested at most 4 deep;
+ *   every value type one of the 13 known, bools 0 or 1, no array of arrays (llama.cpp reads none);
  * - `general.alignment`, when present, a uint32 power of two; `general.architecture` a short
- *   lowercase name; `<architecture>.context_length`, when present, at most 2^31 - 1 (llama.cpp
- *   reads a larger one as negative); no split models (their other parts would escape validation
- *   and the digest);
+ *   lowercase name; `<architecture>.context_length`, when present, 1 to 2^31 - 1 (llama.cpp
+ *   reads a larger one as negative; 0 leaves no room for a token); no split models (their other
+ *   parts would escape validation and the digest);
  * - tensor infos: names 1 to 63 bytes and unique, 1 to 4 dimensions each > 0 whose product stays
- *   exact, a known ggml type whose block divides the rows, an offset aligned to the alignment;
- *   each tensor's bytes inside the data section, and no two tensors overlapping.
+ *   exact, a known ggml type whose block divides the rows; the tensors' data one after the
+ *   other in the order of their infos, each padded to the alignment (as llama.cpp requires:
+ *   it refuses any other offset), and all of it inside the file.
  *
  * Messages never hold a file-system path: a client without models:write may see them as a
  * task's error.
@@ -86,8 +87,8 @@ export async function validateGgufFile(path: string, options: { registered?: { w
     // llama.cpp keeps the trained context in a signed 32-bit field: a larger value reads as
     // negative, and every generation on the model would be refused.
     const contextLength = reader.contextLength();
-    if (contextLength !== null && contextLength > MAX_CONTEXT_LENGTH) {
-      throw invalidModelFile(`${reader.architecture}.context_length is ${contextLength} (at most ${MAX_CONTEXT_LENGTH})`);
+    if (contextLength !== null && (contextLength > MAX_CONTEXT_LENGTH || contextLength < 1)) {
+      throw invalidModelFile(`${reader.architecture}.context_length is ${contextLength} (1 to ${MAX_CONTEXT_LENGTH})`);
     }
     if (reader.splitCount !== null && reader.splitCount > 1) {
       throw invalidModelFile(`it is part of a split model (split.count ${reader.splitCount}); merge the parts into one file first`);

@@ -173,9 +173,10 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
     await rejects(patch(bools, (b) => { b[flags.valueAt + 12 + 1] = 7; }), /the bool in "x.flags" at byte \d+ is 7, not 0 or 1/);
   });
 
-  test('arrays may nest, at most 4 deep', async () => {
-    await accepts(withRawEntry(smallBytes(), 'x.nested', nestedArray(4)));
-    await rejects(withRawEntry(smallBytes(), 'x.nested', nestedArray(5)), /the value of "x.nested[x]*" nests arrays more than 4 deep/);
+  test('no array of arrays: llama.cpp reads none', async () => {
+    await accepts(withRawEntry(smallBytes(), 'x.flat', nestedArray(1)));
+    await rejects(withRawEntry(smallBytes(), 'x.nested', nestedArray(2)), /the value of "x.nested[x]*" at byte \d+ is an array of arrays, which llama.cpp cannot read/);
+    await rejects(withRawEntry(smallBytes(), 'x.nested', nestedArray(100)), /is an array of arrays/);
   });
 
   test('general.alignment, when present, is a uint32 power of two that every tensor offset honours', async () => {
@@ -195,8 +196,9 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
       'the context length is the architecture\'s own');
   });
 
-  test("the architecture's context length fits llama.cpp's signed 32 bits", async () => {
-    await rejects(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 32 - 1 })), /llama.context_length is 4294967295 \(at most 2147483647\)/);
+  test("the architecture's context length is at least 1 and fits llama.cpp's signed 32 bits", async () => {
+    await rejects(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 32 - 1 })), /llama.context_length is 4294967295 \(1 to 2147483647\)/);
+    await rejects(small(withValue('llama.context_length', { type: 'u32', value: 0 })), /llama.context_length is 0 \(1 to 2147483647\)/);
     await rejects(small(withValue('llama.context_length', { type: 'u64', value: 2n ** 31n })), /llama.context_length is 2147483648/);
     assert.equal((await accepts(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 31 - 1 })))).contextLength, 2 ** 31 - 1);
   });
@@ -231,30 +233,33 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
     await rejects(patch(bytes, (b) => b.writeUInt32LE(4, embd.typeAt)), /tensor "token_embd.weight" at byte \d+ has unknown ggml type 4/);
     await rejects(patch(bytes, (b) => b.writeUInt32LE(99, embd.typeAt)), /has unknown ggml type 99/);
     await rejects(patch(bytes, (b) => b.writeUInt32LE(12, embd.typeAt)), /tensor "token_embd.weight" of type Q4_K has rows of 8 elements, not a multiple of its block of 256/);
-    // F16 halves the tensor: still inside the data section, so still valid.
-    await accepts(patch(bytes, (b) => b.writeUInt32LE(1, embd.typeAt)));
+    // F16 halves the tensor: the next one no longer starts where this one ends.
+    await rejects(patch(bytes, (b) => b.writeUInt32LE(1, embd.typeAt)), /tensor "blk.0.attn_norm.weight" has offset \d+ where \d+ was expected/);
   });
 
-  test('tensor data: aligned offsets, inside the data section and the file, never overlapping', async () => {
+  test('tensor data: one tensor after the other in the order of their infos, aligned, inside the file', async () => {
     const bytes = smallBytes();
     const tensors = mapHeader(bytes).tensors;
     const embd = tensors.get('token_embd.weight')!;
     const norm = tensors.get('blk.0.attn_norm.weight')!;
     const output = tensors.get('output.weight')!;
     await rejects(patch(bytes, (b) => b.writeBigUInt64LE(b.readBigUInt64LE(norm.offsetAt) + 4n, norm.offsetAt)), /tensor "blk.0.attn_norm.weight" has offset \d+, not a multiple of the alignment 32/);
-    await rejects(patch(bytes, (b) => b.writeBigUInt64LE(2n ** 40n, output.offsetAt)), /tensor "output.weight" lies at bytes 1099511\d+ to 1099511\d+ but the file has \d+ \(truncated\?\)/);
-    await rejects(patch(bytes, (b) => b.writeBigUInt64LE(b.readBigUInt64LE(embd.offsetAt), norm.offsetAt)), /tensors "token_embd.weight" and "blk.0.attn_norm.weight" overlap in the data section/);
-    await rejects(bytes.subarray(0, bytes.length - 100), /tensor "output.weight" lies at bytes \d+ to \d+ but the file has \d+ \(truncated\?\)/);
+    await rejects(patch(bytes, (b) => b.writeBigUInt64LE(2n ** 40n, output.offsetAt)), /tensor "output.weight" has offset 1099511627776 where \d+ was expected \(the tensors' data lies one after the other, in the order of their infos, each padded to the alignment 32\)/);
+    await rejects(patch(bytes, (b) => b.writeBigUInt64LE(b.readBigUInt64LE(embd.offsetAt), norm.offsetAt)), /tensor "blk.0.attn_norm.weight" has offset 0 where \d+ was expected/);
+    // A gap: the last tensor moved one alignment further, the file grown to hold it.
+    await rejects(Buffer.concat([patch(bytes, (b) => b.writeBigUInt64LE(b.readBigUInt64LE(output.offsetAt) + 32n, output.offsetAt)), Buffer.alloc(32)]),
+      /tensor "output.weight" has offset \d+ where \d+ was expected/);
+    await rejects(bytes.subarray(0, bytes.length - 100), /tensor "output.weight" ends at byte \d+ but the file has \d+ \(truncated\?\)/);
     await rejects(bytes.subarray(0, embd.offsetAt + 3), /it declares 12 tensors but only \d+ bytes remain for their infos/);
     await rejects(bytes.subarray(0, output.offsetAt + 3), /the file ends inside the info of tensor "output.weight" at byte \d+ \(\d+ bytes needed, \d+ remain; truncated\?\)/);
-    // Out of order but disjoint is allowed: swap the offsets of two tensors of the same size.
+    // Out of order, even disjoint, is refused: llama.cpp reads the data in the order of the infos.
     const q = tensors.get('blk.0.attn_q.weight')!;
     const k = tensors.get('blk.0.attn_k.weight')!;
-    await accepts(patch(bytes, (b) => {
+    await rejects(patch(bytes, (b) => {
       const qOffset = b.readBigUInt64LE(q.offsetAt);
       b.writeBigUInt64LE(b.readBigUInt64LE(k.offsetAt), q.offsetAt);
       b.writeBigUInt64LE(qOffset, k.offsetAt);
-    }));
+    }), /tensor "blk.0.attn_q.weight" has offset \d+ where \d+ was expected/);
   });
 
   test('a file that gets shorter while it is read is refused, not read past its end', async () => {
