@@ -71,6 +71,8 @@ interface DbIdempotencyKey {
   task_id: string | null;
   created_at: number;
   expires_at: number;
+  /** Null in rows written before migration 0016: expires_at - created_at. */
+  ttl_seconds: number | null;
 }
 
 function seal(text: string, key: Buffer): string {
@@ -98,16 +100,22 @@ function encodeAnswer(key: IdempotencyKey, answer: StoredAnswer): string {
  * A key as the table holds it, for answering in place of the request that held it: only creates
  * (which make tasks) are in flight or name a task, and their answers are never sealed.
  */
-function storedKey(row: Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'created_at' | 'expires_at'>): IdempotencyKey {
-  return { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: (row.expires_at - row.created_at) * 1000 };
+function storedKey(row: StoredKeyRow): IdempotencyKey {
+  return { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: (row.ttl_seconds ?? row.expires_at - row.created_at) * 1000 };
 }
+
+type StoredKeyRow = Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'created_at' | 'expires_at' | 'ttl_seconds'>;
+const STORED_KEY_COLUMNS = 'k.scope, k.key, k.fingerprint, k.created_at, k.expires_at, k.ttl_seconds';
 
 /**
  * A key outlives its `idempotency_ttl` while the request that holds it is still being answered,
- * or while the task it made is unfinished: a retry then must not make a second task beside the
- * first (LMSP 8). Its time is counted from its answer once it has one (see `complete`).
+ * while the task it made is unfinished, and for its time to live after that task finished: a
+ * retry must not make a second task beside the first (LMSP 8), however long the first took (a
+ * queue, a restart). A task deleted when it finished (`store: false`) moved the key's expiry
+ * instead (`complete`). `@now` is the time of the look-up.
  */
-const HELD = `(k.state = 'in_flight' OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = k.task_id AND ${oneOf('t.status', UNFINISHED_STATUSES)}))`;
+const HELD = `(k.state = 'in_flight' OR EXISTS (SELECT 1 FROM tasks t WHERE t.id = k.task_id AND (${oneOf('t.status', UNFINISHED_STATUSES)}
+  OR t.finished_at + coalesce(k.ttl_seconds, k.expires_at - k.created_at) > @now)))`;
 
 export class IdempotencyTable {
   private readonly getStatement;
@@ -121,29 +129,29 @@ export class IdempotencyTable {
   private readonly ofTaskStatement;
 
   constructor(db: Sqlite) {
-    this.getStatement = db.prepare<[string, string, number], DbIdempotencyKey>(
-      `SELECT * FROM idempotency_keys k WHERE scope = ? AND key = ? AND (expires_at > ? OR ${HELD})`);
+    this.getStatement = db.prepare<{ scope: string; key: string; now: number }, DbIdempotencyKey>(
+      `SELECT * FROM idempotency_keys k WHERE scope = @scope AND key = @key AND (expires_at > @now OR ${HELD})`);
     // An expired record may still be there (the sweeper has not run): it is replaced. One still
     // held (HELD) is never expired, so never replaced.
     this.putStatement = db.prepare(`
-      INSERT INTO idempotency_keys (scope, key, fingerprint, state, status_code, body, task_id, created_at, expires_at)
-      VALUES (@scope, @key, @fingerprint, @state, @status_code, @body, @task_id, @created_at, @expires_at)
+      INSERT INTO idempotency_keys (scope, key, fingerprint, state, status_code, body, task_id, created_at, expires_at, ttl_seconds)
+      VALUES (@scope, @key, @fingerprint, @state, @status_code, @body, @task_id, @created_at, @expires_at, @ttl_seconds)
       ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state,
         status_code = excluded.status_code, body = excluded.body, task_id = excluded.task_id,
-        created_at = excluded.created_at, expires_at = excluded.expires_at`);
+        created_at = excluded.created_at, expires_at = excluded.expires_at, ttl_seconds = excluded.ttl_seconds`);
     this.completeStatement = db.prepare(
       "UPDATE idempotency_keys SET state = 'done', status_code = ?, body = ?, expires_at = max(expires_at, ?) WHERE scope = ? AND key = ?");
     this.deleteStatement = db.prepare('DELETE FROM idempotency_keys WHERE scope = ? AND key = ?');
     this.deleteExpiredStatement = db.prepare(`
       DELETE FROM idempotency_keys
-      WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys k WHERE expires_at <= ? AND NOT ${HELD} LIMIT ?)`);
-    this.countExpiredStatement = db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM idempotency_keys k WHERE expires_at <= ? AND NOT ${HELD}`);
-    this.inFlightStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id' | 'created_at' | 'expires_at'>>(
-      "SELECT scope, key, fingerprint, task_id, created_at, expires_at FROM idempotency_keys WHERE state = 'in_flight'");
-    this.ofTaskStatement = db.prepare<[string], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'created_at' | 'expires_at'>>(
-      'SELECT scope, key, fingerprint, created_at, expires_at FROM idempotency_keys WHERE task_id = ? LIMIT 1');
-    this.pointingAtFinishedUnstoredStatement = db.prepare<[], Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'task_id' | 'body' | 'created_at' | 'expires_at'>>(`
-      SELECT k.scope, k.key, k.fingerprint, k.task_id, k.body, k.created_at, k.expires_at FROM idempotency_keys k CROSS JOIN tasks t ON t.id = k.task_id
+      WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys k WHERE expires_at <= @now AND NOT ${HELD} LIMIT @limit)`);
+    this.countExpiredStatement = db.prepare<{ now: number }, { n: number }>(`SELECT count(*) AS n FROM idempotency_keys k WHERE expires_at <= @now AND NOT ${HELD}`);
+    this.inFlightStatement = db.prepare<[], StoredKeyRow & Pick<DbIdempotencyKey, 'task_id'>>(
+      `SELECT ${STORED_KEY_COLUMNS}, k.task_id FROM idempotency_keys k WHERE state = 'in_flight'`);
+    this.ofTaskStatement = db.prepare<[string], StoredKeyRow>(
+      `SELECT ${STORED_KEY_COLUMNS} FROM idempotency_keys k WHERE task_id = ? LIMIT 1`);
+    this.pointingAtFinishedUnstoredStatement = db.prepare<[], StoredKeyRow & Pick<DbIdempotencyKey, 'task_id' | 'body'>>(`
+      SELECT ${STORED_KEY_COLUMNS}, k.task_id, k.body FROM idempotency_keys k CROSS JOIN tasks t ON t.id = k.task_id
       WHERE k.state = 'done' AND ${oneOf('t.status', FINAL_STATUSES)}
         AND (t.response_id IN (SELECT id FROM responses WHERE store = 0)
           OR t.completion_id IN (SELECT id FROM chat_completions WHERE store = 0))`);
@@ -175,7 +183,7 @@ export class IdempotencyTable {
    * while the first request is still being answered (LMSP section 8).
    */
   find(key: IdempotencyKey, now = nowSeconds()): StoredAnswer | null {
-    const row = this.getStatement.get(key.scope, key.keyHash, now);
+    const row = this.getStatement.get({ scope: key.scope, key: key.keyHash, now });
     if (!row) return null;
     if (row.fingerprint !== key.fingerprint) throw new ServiceError('idempotency_key_reused');
     if (row.state === 'in_flight') throw new ServiceError('idempotency_key_in_flight');
@@ -209,7 +217,8 @@ export class IdempotencyTable {
 
   /** Records the key with what the effect answered (inside the effect's transaction). */
   record(key: IdempotencyKey, recording: Recording, now = nowSeconds()): void {
-    const expiresAt = now + Math.ceil(key.ttlMs / 1000);
+    const ttlSeconds = Math.ceil(key.ttlMs / 1000);
+    const expiresAt = now + ttlSeconds;
     const done = 'answer' in recording;
     this.putStatement.run({
       scope: key.scope,
@@ -221,6 +230,7 @@ export class IdempotencyTable {
       task_id: done ? recording.taskId ?? null : recording.inFlight,
       created_at: now,
       expires_at: done && recording.expiresAt !== undefined ? Math.min(expiresAt, recording.expiresAt) : expiresAt,
+      ttl_seconds: ttlSeconds,
     });
   }
 
@@ -238,12 +248,12 @@ export class IdempotencyTable {
   }
 
   deleteExpired(now: number, limit: number): number {
-    return this.deleteExpiredStatement.run(now, limit).changes;
+    return this.deleteExpiredStatement.run({ now, limit }).changes;
   }
 
   /** How many keys a sweep at `now` would delete (`lmsp gc --dry-run`). */
   countExpired(now: number): number {
-    return this.countExpiredStatement.get(now)!.n;
+    return this.countExpiredStatement.get({ now })!.n;
   }
 
   /**

@@ -246,4 +246,27 @@ describe('Idempotency-Key (LMSP section 8)', () => {
       }, { timeoutMs: 10_000, what: 'the finished task\'s expired key to be swept' });
       assert.equal(await taskCount(service), 3);
     }));
+
+  test('a key whose task outlived its request in a crash is replayable for --idempotency-ttl from the end of that task', { timeout: 90_000 }, () =>
+    withService({ args: ['--idempotency-ttl', '3s', '--sweep-interval', '200ms'], env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' } }, async (service) => {
+      const body = { model: 'lmsp-tiny', input: 'survives a crash', max_output_tokens: 500, on_restart: 'resume' };
+      void create(service, 'plain', body).catch(() => undefined);
+      await waitFor(async () => (await service.client.listTasks({ status: ['running'] })).data.length === 1);
+      await service.kill();
+      // Down for longer than the time to live.
+      await new Promise((resolve) => setTimeout(resolve, 3500));
+      const restarted = await service.restart();
+      await waitFor(async () => (await restarted.client.listTasks({ status: ['completed'] })).data.length === 1, { timeoutMs: 60_000, what: 'the task to finish' });
+      const replay = await create(restarted, 'plain', body);
+      assert.equal(replay.status, 200);
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      await replay.text();
+      assert.equal(await taskCount(restarted), 1, 'no second task');
+      // Then it expires like any other.
+      await waitFor(async () => {
+        const retry = await create(restarted, 'plain', { ...body, max_output_tokens: 2 });
+        await retry.text();
+        return retry.status === 200 && retry.headers.get('idempotent-replayed') === null ? true : undefined;
+      }, { timeoutMs: 15_000, what: 'the key to expire after its task finished' });
+    }));
 });

@@ -77,6 +77,7 @@ describe('unfinished tasks per client (LMSP 16, migration 0010)', () => {
     old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_etag');
     old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_last_modified');
     old.exec('ALTER TABLE model_pulls DROP COLUMN resume_seen_kept');
+    old.exec('ALTER TABLE idempotency_keys DROP COLUMN ttl_seconds');
     old.prepare('DELETE FROM schema_migrations WHERE version >= 10').run();
     old.close();
 
