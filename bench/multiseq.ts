@@ -140,7 +140,7 @@ async function direct(modelPath: string): Promise<Map<number, { rate: number; sa
   const args = [modelPath, INPUT, String(TOKENS), String(SEED), String(defaultThreads()), STREAMS.join(','), GPU_SETTING ?? 'cpu'];
   // Pinned as the service pins its one runner at `--parallel 1` (and with sequences at any N).
   const lines = await jsonLinesOfScript<{ streams: number; tokensPerSecond: number; sameAsAlone: boolean }>(
-    'direct-multiseq', args, affinityForThisMachine('auto', 1, defaultThreads()));
+    'direct-multiseq', args, await affinityForThisMachine('auto', 1, defaultThreads()));
   return new Map(lines.map((line) => [line.streams, { rate: line.tokensPerSecond, sameAsAlone: line.sameAsAlone }]));
 }
 

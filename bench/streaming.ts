@@ -37,7 +37,7 @@ async function throughService(service: TestService, modelId: string): Promise<Me
 }
 
 /** The plan the service applies to its one runner (default `--parallel 1`, `--cpu-affinity auto`). */
-function runnerAffinity(): AffinityPlan {
+function runnerAffinity(): Promise<AffinityPlan> {
   return affinityForThisMachine('auto', 1, defaultThreads());
 }
 
@@ -87,7 +87,7 @@ export async function benchStreaming(): Promise<Figure[]> {
     writeGgufFile(modelPath, buildSyntheticModel(BENCH_MODEL));
     const registered = await api(service, '/v1/models', { method: 'POST', json: { path: 'bench.gguf', id: 'bench' } });
     if (registered.status !== 201) throw new Error(`cannot register the benchmark model: ${registered.status}`);
-    const affinity = runnerAffinity();
+    const affinity = await runnerAffinity();
     log(affinity.pinned ? `streaming: service runner and direct process both pinned to CPU(s) ${affinity.runnerCpus[0]}` : `streaming: neither side pinned (${affinity.reason})`);
     const bench = await measure(service, 'bench', modelPath, affinity);
     const tiny = await measure(service, 'lmsp-tiny', join(service.dataDir, 'models', 'lmsp-tiny.gguf'), affinity);

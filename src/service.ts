@@ -130,7 +130,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   // With sequences, one runner serves all the slots of a model: as many runners as models loaded at once.
   const sequences = mode === 'sequences';
   const runnerCount = sequences ? Math.min(config.parallel, config.maxLoadedModels) : config.parallel;
-  const affinity = affinityForThisMachine(config.cpuAffinity, runnerCount, config.threads);
+  const affinity = await affinityForThisMachine(config.cpuAffinity, runnerCount, config.threads);
   if (affinity.pinned) log.info({ runners: affinity.runnerCpus, service: affinity.serviceCpus.join(',') }, 'runners pinned to CPUs of their own');
   else log.info({ reason: affinity.reason }, 'runners not pinned to CPUs');
   engine = new RunnerPool({

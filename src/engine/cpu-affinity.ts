@@ -5,7 +5,7 @@
  * a fifth more tokens per second while streaming (see BENCHMARKS.md). Only done when every
  * runner can have `threads` CPUs and the service still keeps one; otherwise nothing is pinned.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -72,17 +72,19 @@ export function planAffinity(mode: CpuAffinityMode, slots: number, threads: numb
 }
 
 /** The plan for this machine: its allowed CPUs, its taskset, and a probe that taskset works here. */
-export function affinityForThisMachine(mode: CpuAffinityMode, slots: number, threads: number): AffinityPlan {
+export async function affinityForThisMachine(mode: CpuAffinityMode, slots: number, threads: number): Promise<AffinityPlan> {
   const plan = planAffinity(mode, slots, threads, allowedCpus(), findExecutable('taskset'));
-  if (plan.pinned && !tasksetWorks(plan.taskset, plan.runnerCpus[0]!)) return { pinned: false, reason: 'taskset cannot set CPU affinity here' };
+  if (plan.pinned && !(await tasksetWorks(plan.taskset, plan.runnerCpus[0]!))) return { pinned: false, reason: 'taskset cannot set CPU affinity here' };
   return plan;
 }
 
 /**
  * Whether `taskset` can actually set these CPUs here: some containers forbid changing affinity,
- * and a runner that cannot start would fail every task.
+ * and a runner that cannot start would fail every task. Asked without blocking: on a loaded
+ * machine the probe has taken seconds, during which the service must still hear a stop.
  */
-export function tasksetWorks(taskset: string, cpus: string): boolean {
-  const probe = spawnSync(taskset, ['-c', cpus, process.execPath, '--version'], { stdio: 'ignore', timeout: 10_000 });
-  return probe.status === 0;
+export function tasksetWorks(taskset: string, cpus: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    execFile(taskset, ['-c', cpus, process.execPath, '--version'], { timeout: 10_000 }, (error) => resolve(error === null));
+  });
 }

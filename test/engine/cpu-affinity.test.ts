@@ -33,13 +33,13 @@ describe('runner CPU affinity', () => {
   });
 
   const taskset = findExecutable('taskset');
-  test('taskset is probed before runners depend on it', { skip: !taskset || process.platform !== 'linux' ? 'no taskset' : false }, () => {
-    assert.equal(tasksetWorks(taskset!, String(allowedCpus()![0])), true);
-    assert.equal(tasksetWorks(taskset!, '100000'), false, 'a CPU that does not exist cannot be set');
+  test('taskset is probed before runners depend on it', { skip: !taskset || process.platform !== 'linux' ? 'no taskset' : false }, async () => {
+    assert.equal(await tasksetWorks(taskset!, String(allowedCpus()![0])), true);
+    assert.equal(await tasksetWorks(taskset!, '100000'), false, 'a CPU that does not exist cannot be set');
   });
 
-  const plan = affinityForThisMachine('auto', 1, 1);
   test('the service pins its runner as planned, and not at all with --cpu-affinity off', { timeout: 60_000, skip: process.platform !== 'linux' }, async () => {
+    const plan = await affinityForThisMachine('auto', 1, 1);
     const all = allowedCpus()!;
     await withService({ args: ['--threads', '1'] }, async (service) => {
       assert.deepEqual(await runnerCpus(service), plan.pinned ? parseCpuList(plan.runnerCpus[0]!) : all);

@@ -1,4 +1,5 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
+import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
@@ -47,19 +48,22 @@ export function registerServe(program: Command): void {
     const config = loadConfig(options, store, flags);
     // LMSP 12: with --json, standard output is the one document below; the log goes to stderr.
     const log = createLogger(config, options.json ? process.stderr : process.stdout);
-    // The signal handlers come before the start, so that a stop asked for at any moment after the
-    // service reports its address (or while it starts) is a clean one: without a handler, a SIGTERM
-    // that arrived between printing the address and registering one killed the process outright.
+    // The signal handlers come before the start, so that a stop asked for once the service has
+    // reported its address is always a clean one: without a handler, a SIGTERM that arrived
+    // between printing the address and registering one killed the process outright. A stop asked
+    // for while it starts ends it at once, as a crash would (recovery is built for that), rather
+    // than after a start that may take long.
     let service: Awaited<ReturnType<typeof startService>> | undefined;
-    let stopSignal: string | undefined;
-    const stop = (signal: string) => {
-      if (stopSignal !== undefined) return;
-      stopSignal = signal;
-      if (service) close(service, signal);
-    };
-    const close = (running: NonNullable<typeof service>, signal: string) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      if (!service) {
+        log.info({ signal }, 'stopping before the start finished: unfinished tasks stay on disk and are recovered at the next start');
+        process.exit(128 + osConstants.signals[signal]);
+      }
       log.info({ signal }, 'stopping: unfinished tasks stay on disk and are recovered at the next start');
-      running.close().then(() => {
+      service.close().then(() => {
         lock.release();
         process.exit(0);
       }, (error: unknown) => {
@@ -77,6 +81,5 @@ export function registerServe(program: Command): void {
       throw error;
     }
     if (options.json) printJson(service.info);
-    if (stopSignal !== undefined) close(service, stopSignal);
   }));
 }
