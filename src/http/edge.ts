@@ -167,9 +167,9 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
  * What Node's HTTP server answers by itself, answered in the LMSP shape instead: an `Expect`
  * other than `100-continue` (RFC 9110 10.1.1 lets a server ignore it, so the request goes on to
  * the Host check and its route), and `CONNECT`, which no route serves (Node would close the
- * connection without a word): after the Host check, as every request (LMSP 2), its authority (its
- * target, RFC 9112 3.2.3; the Host header when the target is a path, as a client may send) a
- * name `served` answers to or 421.
+ * connection without a word): after the Host check, as every request (LMSP 2): one Host header
+ * (else 400), and both it and the target, when the target is an authority (RFC 9112 3.2.3; a
+ * client may send a path), names `served` answers to, or 421.
  */
 export function answerWhatNodeWouldRefuse(server: Server, served: (authority: string) => boolean): void {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
@@ -177,9 +177,12 @@ export function answerWhatNodeWouldRefuse(server: Server, served: (authority: st
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
+    if (headerCount(request, 'host') > 1) return void socket.end(rawErrorResponse(400, 'invalid_request', 'The request has more than one Host header.'));
+    // Its target when that is an authority, and its Host header, which names the same one.
     const target = request.url ?? '';
-    const authority = target === '' || target.includes('/') ? request.headers.host ?? '' : target;
-    socket.end(served(authority) ? rawErrorResponse(404, 'not_found', `No route for CONNECT ${target}.`)
-      : rawErrorResponse(421, 'misdirected_request', `The Host '${authority}' is not served here.`));
+    const authorities = [...(target === '' || target.includes('/') ? [] : [target]), request.headers.host ?? ''];
+    const refused = authorities.find((authority) => !served(authority));
+    socket.end(refused === undefined ? rawErrorResponse(404, 'not_found', `No route for CONNECT ${target}.`)
+      : rawErrorResponse(421, 'misdirected_request', `The Host '${refused}' is not served here.`));
   });
 }

@@ -122,6 +122,13 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     const withPathElsewhere = await rawRequest(service.url, 'CONNECT /v1/tasks HTTP/1.1\r\nHost: evil.example\r\n\r\n');
     assert.equal(withPathElsewhere.status, 421);
     assert.match(withPathElsewhere.body, /The Host 'evil\.example' is not served here/);
+    // The Host header is checked beside an authority target, and is given once.
+    const hostElsewhere = await rawRequest(service.url, `CONNECT ${host} HTTP/1.1\r\nHost: evil.example\r\n\r\n`);
+    assert.equal(hostElsewhere.status, 421);
+    assert.match(hostElsewhere.body, /The Host 'evil\.example' is not served here/);
+    const twoHosts = await rawRequest(service.url, `CONNECT /v1/models HTTP/1.1\r\nHost: ${host}\r\nHost: evil.example\r\n\r\n`);
+    assert.equal(twoHosts.status, 400);
+    assert.match(twoHosts.body, /more than one Host header/);
     // The Host check comes first for CONNECT too: its target names the host it asks for.
     const proxied = await rawRequest(service.url, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n');
     assert.equal(proxied.status, 421);
