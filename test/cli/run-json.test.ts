@@ -48,6 +48,7 @@ describe('lmsp run with the prompt on standard input', () => {
       assert.equal(await inputOf([], 'What is a river?\nAnswer briefly.\n'), 'What is a river?\nAnswer briefly.');
       assert.equal(await inputOf(['-'], 'from a pipe\n'), 'from a pipe');
       assert.equal(await inputOf(['the', 'words'], 'ignored'), 'the words');
+      assert.equal(await inputOf(['', '-'], 'a blank word beside -\n'), 'a blank word beside -');
       const empty = await runCli(['run', 'lmsp-tiny', '--data-dir', service.dataDir], { input: ' \n' });
       assert.equal(empty.code, 2);
       assert.match(empty.stderr, /the prompt on standard input is empty/);

@@ -40,12 +40,12 @@ async function finishedResponse(client: LmspClient, responseId: string): Promise
  * piped (`lmsp run MODEL < question.txt`, `echo hi | lmsp run MODEL`), as `ollama run` takes it.
  */
 async function promptOf(words: string[]): Promise<string> {
-  const fromStdin = words.length === 0 || (words.length === 1 && words[0] === '-');
-  if (!fromStdin) {
-    // Refused as an empty standard input is: a blank question is a slip, never what was meant.
-    if (words.join(' ').trim() === '') throw new CliError('the prompt is empty', EXIT_USAGE);
-    return words.join(' ');
-  }
+  // Blank words are no part of the question; only blank words is a blank question, refused as an
+  // empty standard input is (a slip, never what was meant).
+  const given = words.filter((word) => word.trim() !== '');
+  if (words.length > 0 && given.length === 0) throw new CliError('the prompt is empty', EXIT_USAGE);
+  const fromStdin = given.length === 0 || (given.length === 1 && given[0] === '-');
+  if (!fromStdin) return given.join(' ');
   if (words.length === 0 && process.stdin.isTTY) throw new CliError('missing the prompt: give it as words, or on standard input', EXIT_USAGE);
   let text = '';
   for await (const chunk of process.stdin.setEncoding('utf8')) text += chunk as string;
