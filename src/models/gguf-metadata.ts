@@ -9,7 +9,7 @@ import { quoteShort } from '../text.js';
 import type { FileCursor } from './gguf-cursor.js';
 import {
   GGUF_DEFAULT_ALIGNMENT, GGUF_FIXED_HEADER_BYTES, GGUF_INTEGER_TYPES, GGUF_MAGIC, GGUF_TYPE_ARRAY, GGUF_TYPE_BOOL,
-  GGUF_TYPE_STRING, GGUF_TYPE_UINT32, GGUF_VALUE_BYTES, GGUF_VALUE_TYPES, MAX_ARRAY_DEPTH, MAX_ARRAY_ITEMS, MAX_KEY_BYTES,
+  GGUF_TYPE_STRING, GGUF_TYPE_UINT32, GGUF_VALUE_BYTES, GGUF_VALUE_TYPES, MAX_ARRAY_ITEMS, MAX_KEY_BYTES,
   MAX_METADATA_ENTRIES, MAX_STRING_BYTES, MAX_TENSORS, MIN_TENSOR_INFO_BYTES,
 } from './gguf-format.js';
 
@@ -112,26 +112,26 @@ export class HeaderReader {
     this.keys.add(key);
     await this.need(4, () => `the type of ${quoteShort(key)}`);
     const type = cursor.u32();
-    await this.readValue(key, type, 1);
+    await this.readValue(key, type);
   }
 
-  private async readValue(key: string, type: number, depth: number): Promise<void> {
+  private async readValue(key: string, type: number): Promise<void> {
     const { cursor } = this;
     const at = cursor.position;
-    if (key === 'general.alignment' && (type !== GGUF_TYPE_UINT32 || depth > 1)) {
+    if (key === 'general.alignment' && type !== GGUF_TYPE_UINT32) {
       throw invalidModelFile(`general.alignment must be a uint32, not ${GGUF_VALUE_TYPES[type] ?? `type ${type}`}`);
     }
-    if (key === 'general.architecture' && depth === 1) this.architectureType = type;
+    if (key === 'general.architecture') this.architectureType = type;
     const size = GGUF_VALUE_BYTES[type];
     if (size !== undefined) {
       await this.need(size, () => `the value of ${quoteShort(key)}`);
       if (type === GGUF_TYPE_BOOL) return this.checkBools(key, 1);
-      if (depth === 1 && GGUF_INTEGER_TYPES.has(type)) return this.readInteger(key, type, size, at);
+      if (GGUF_INTEGER_TYPES.has(type)) return this.readInteger(key, type, size, at);
       cursor.skip(size);
       return;
     }
-    if (type === GGUF_TYPE_STRING) return this.readString(key, depth);
-    if (type === GGUF_TYPE_ARRAY) return this.readArray(key, depth);
+    if (type === GGUF_TYPE_STRING) return this.readString(key);
+    if (type === GGUF_TYPE_ARRAY) return this.readArray(key);
     throw invalidModelFile(`the value of ${quoteShort(key)} at byte ${at} has unknown type ${type} (0 to 12)`);
   }
 
@@ -144,18 +144,19 @@ export class HeaderReader {
       this.fileType = value;
     } else if (key === 'split.count') {
       this.splitCount = value;
-    } else if (key.endsWith('.context_length') && value !== null && value >= 0) {
-      this.contextLengths.set(key, value);
+    } else if (key.endsWith('.context_length')) {
+      // Any integer, so that one out of range is refused (beyond 2^53 either way: kept as infinite).
+      this.contextLengths.set(key, value ?? Number.POSITIVE_INFINITY);
     }
   }
 
-  private async readString(key: string, depth: number): Promise<void> {
+  private async readString(key: string): Promise<void> {
     const { cursor } = this;
     const bytes = await this.length(() => `the string value of ${quoteShort(key)}`, MAX_STRING_BYTES);
-    const kept = depth === 1 && (key === 'general.architecture' || key === 'tokenizer.ggml.model');
-    if (depth === 1 && key === 'tokenizer.chat_template') this.hasChatTemplate = true;
+    const kept = key === 'general.architecture' || key === 'tokenizer.ggml.model';
+    if (key === 'tokenizer.chat_template') this.hasChatTemplate = true;
     if (!kept || bytes > MAX_FACT_BYTES) {
-      if (depth === 1 && key === 'general.architecture') {
+      if (key === 'general.architecture') {
         throw invalidModelFile(`general.architecture is ${bytes} bytes long (at most ${MAX_FACT_BYTES})`);
       }
       cursor.skip(bytes);
@@ -171,14 +172,16 @@ export class HeaderReader {
     }
   }
 
-  private async readArray(key: string, depth: number): Promise<void> {
+  private async readArray(key: string): Promise<void> {
     const { cursor } = this;
     const at = cursor.position;
-    // llama.cpp's reader refuses an array of arrays (it reads arrays of numbers, bools and strings
-    // only): a file holding one would register, then fail every load.
-    if (depth > MAX_ARRAY_DEPTH) throw invalidModelFile(`the value of ${quoteShort(key)} at byte ${at} is an array of arrays, which llama.cpp cannot read`);
     await this.need(12, () => `the array ${quoteShort(key)}`);
     const itemType = cursor.u32();
+    // llama.cpp's reader refuses an array of arrays, empty or not (it reads arrays of numbers,
+    // bools and strings only): a file holding one would register, then fail every load.
+    if (itemType === GGUF_TYPE_ARRAY) {
+      throw invalidModelFile(`the value of ${quoteShort(key)} at byte ${at} is an array of arrays, which llama.cpp cannot read`);
+    }
     const items = cursor.u64();
     const itemName = GGUF_VALUE_TYPES[itemType];
     if (itemName === undefined) throw invalidModelFile(`the array ${quoteShort(key)} at byte ${at} has items of unknown type ${itemType} (0 to 12)`);
@@ -194,8 +197,7 @@ export class HeaderReader {
       cursor.skip(least);
       return;
     }
-    if (itemType === GGUF_TYPE_STRING) return this.skipStrings(key, items);
-    for (let index = 0; index < items; index++) await this.readArray(key, depth + 1);
+    if (itemType === GGUF_TYPE_STRING) await this.skipStrings(key, items);
   }
 
   /** Checks `items` bools (already known to lie within the file) window by window. */

@@ -88,7 +88,7 @@ export async function validateGgufFile(path: string, options: { registered?: { w
     // negative, and every generation on the model would be refused.
     const contextLength = reader.contextLength();
     if (contextLength !== null && (contextLength > MAX_CONTEXT_LENGTH || contextLength < 1)) {
-      throw invalidModelFile(`${reader.architecture}.context_length is ${contextLength} (1 to ${MAX_CONTEXT_LENGTH})`);
+      throw invalidModelFile(`${reader.architecture}.context_length is ${Number.isFinite(contextLength) ? contextLength : 'beyond 2^53'} (1 to ${MAX_CONTEXT_LENGTH})`);
     }
     if (reader.splitCount !== null && reader.splitCount > 1) {
       throw invalidModelFile(`it is part of a split model (split.count ${reader.splitCount}); merge the parts into one file first`);

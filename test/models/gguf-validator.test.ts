@@ -177,6 +177,11 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
     await accepts(withRawEntry(smallBytes(), 'x.flat', nestedArray(1)));
     await rejects(withRawEntry(smallBytes(), 'x.nested', nestedArray(2)), /the value of "x.nested[x]*" at byte \d+ is an array of arrays, which llama.cpp cannot read/);
     await rejects(withRawEntry(smallBytes(), 'x.nested', nestedArray(100)), /is an array of arrays/);
+    // Empty, too: llama.cpp refuses the item type, whatever the count.
+    const emptyOfArrays = Buffer.alloc(16);
+    emptyOfArrays.writeUInt32LE(9, 0);
+    emptyOfArrays.writeUInt32LE(9, 4);
+    await rejects(withRawEntry(smallBytes(), 'x.empty', emptyOfArrays), /the value of "x.empty[x]*" at byte \d+ is an array of arrays/);
   });
 
   test('general.alignment, when present, is a uint32 power of two that every tensor offset honours', async () => {
@@ -199,6 +204,8 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
   test("the architecture's context length is at least 1 and fits llama.cpp's signed 32 bits", async () => {
     await rejects(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 32 - 1 })), /llama.context_length is 4294967295 \(1 to 2147483647\)/);
     await rejects(small(withValue('llama.context_length', { type: 'u32', value: 0 })), /llama.context_length is 0 \(1 to 2147483647\)/);
+    await rejects(small(withValue('llama.context_length', { type: 'i32', value: -5 })), /llama.context_length is -5 \(1 to 2147483647\)/);
+    await rejects(small(withValue('llama.context_length', { type: 'u64', value: 2n ** 60n })), /llama.context_length is beyond 2\^53 \(1 to 2147483647\)/);
     await rejects(small(withValue('llama.context_length', { type: 'u64', value: 2n ** 31n })), /llama.context_length is 2147483648/);
     assert.equal((await accepts(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 31 - 1 })))).contextLength, 2 ** 31 - 1);
   });
