@@ -120,8 +120,8 @@ export function headerCount(raw: IncomingMessage, name: string): number {
 }
 
 /** An answer written to the socket by hand, named by its own `x-request-id` as every other answer is. */
-function rawErrorResponse(status: number, code: ErrorCode, message: string): string {
-  const body = JSON.stringify(new ServiceError(code, message).toBody());
+function rawErrorResponse(status: number, code: ErrorCode, message: string, param: string | null = null): string {
+  const body = JSON.stringify(new ServiceError(code, message, { param }).toBody());
   const reason = STATUS_CODES[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`
     + `X-Request-Id: ${newRequestId()}\r\nConnection: close\r\n\r\n${body}`;
@@ -177,7 +177,7 @@ export function answerWhatNodeWouldRefuse(server: Server, served: (authority: st
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    if (headerCount(request, 'host') > 1) return void socket.end(rawErrorResponse(400, 'invalid_request', 'The request has more than one Host header.'));
+    if (headerCount(request, 'host') > 1) return void socket.end(rawErrorResponse(400, 'invalid_request', 'The request has more than one Host header.', 'Host'));
     // Its target when that is an authority, and its Host header, which names the same one.
     const target = request.url ?? '';
     const authorities = [...(target === '' || target.includes('/') ? [] : [target]), request.headers.host ?? ''];

@@ -128,7 +128,8 @@ describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
     assert.match(hostElsewhere.body, /The Host 'evil\.example' is not served here/);
     const twoHosts = await rawRequest(service.url, `CONNECT /v1/models HTTP/1.1\r\nHost: ${host}\r\nHost: evil.example\r\n\r\n`);
     assert.equal(twoHosts.status, 400);
-    assert.match(twoHosts.body, /more than one Host header/);
+    assert.deepEqual(JSON.parse(twoHosts.body), JSON.parse((await rawRequest(service.url, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nHost: evil.example\r\nConnection: close\r\n\r\n`)).body),
+      'the same error as for any other method');
     // The Host check comes first for CONNECT too: its target names the host it asks for.
     const proxied = await rawRequest(service.url, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n');
     assert.equal(proxied.status, 421);
