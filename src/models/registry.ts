@@ -13,6 +13,7 @@ import { buildSyntheticModel, LMSP_TINY } from '../engine/synthetic-model.js';
 import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { readGgufFacts, validateBeforeLoad } from './gguf.js';
+import { invalidModelFile } from './gguf-validator.js';
 import { hashFile, isInside, LinkedPathError, type HashProgress } from './hashing.js';
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
@@ -95,7 +96,7 @@ export class ModelRegistry {
     const resolved = options.restrictToModelsDir ? await this.resolveInModelsDir(input.path) : await resolveFile(input.path, input.path);
     // Stamped before it is read: a change while it is hashed shows at the next load.
     const info = await stat(resolved, { bigint: true });
-    if (!info.isFile()) throw new ServiceError('invalid_model_file', 'the path does not name a regular file', { param: 'path' });
+    if (!info.isFile()) throw invalidModelFile('the path does not name a regular file');
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
     const within = await this.realModelsDirs();

@@ -4,7 +4,7 @@
  * outside it.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { makeDataDir } from '../helpers/data-dir.js';
@@ -49,6 +49,16 @@ describe('model registry edges (LMSP 5)', () => {
     const response = await api(service, '/v1/models', { method: 'POST', json: { path: 'Null-Id.gguf', id: null } });
     assert.equal(response.status, 201, await response.clone().text());
     assert.equal(((await response.json()) as { id: string }).id, 'null-id');
+  }));
+
+  test('a folder is refused as any unusable file is: 400 invalid_model_file with the documented prefix', () => withService({}, async (service) => {
+    mkdirSync(join(service.dataDir, 'models', 'folder.gguf'));
+    const response = await api(service, '/v1/models', { method: 'POST', json: { path: 'folder.gguf', id: 'folder' } });
+    assert.equal(response.status, 400);
+    assert.deepEqual((await response.json() as { error: unknown }).error, {
+      type: 'invalid_request_error', code: 'invalid_model_file', param: 'path',
+      message: 'The file is not a usable GGUF model: the path does not name a regular file',
+    });
   }));
 
   test('a broken link to outside the models directory answers the same whether its target exists or not', () => withService({}, async (service) => {
