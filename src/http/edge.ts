@@ -14,7 +14,7 @@
  */
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { ERROR_CODES, ServiceError, type ErrorCode } from '../domain/errors.js';
+import { invalidRequest, ServiceError } from '../domain/errors.js';
 import { newRequestId } from '../ids.js';
 
 export const HEADERS_TIMEOUT_MS = 10_000;
@@ -114,14 +114,23 @@ export function drainRequest(raw: IncomingMessage, bound: number): Promise<boole
   });
 }
 
+/**
+ * RFC 9112 3.2: more than one Host is a 400, or a page could pass one name and be served under
+ * another. The error to answer, or null.
+ */
+export function repeatedHost(raw: IncomingMessage): ServiceError | null {
+  return headerCount(raw, 'host') > 1 ? invalidRequest('Host', 'The request has more than one Host header.') : null;
+}
+
 /** How many times a header came in the request (Node keeps one of some headers and drops the rest). */
 export function headerCount(raw: IncomingMessage, name: string): number {
   return raw.rawHeaders.filter((header, index) => index % 2 === 0 && header.toLowerCase() === name).length;
 }
 
 /** An answer written to the socket by hand, named by its own `x-request-id` as every other answer is. */
-function rawErrorResponse(status: number, code: ErrorCode, message: string, param: string | null = null): string {
-  const body = JSON.stringify(new ServiceError(code, message, { param }).toBody());
+function rawErrorResponse(error: ServiceError): string {
+  const body = JSON.stringify(error.toBody());
+  const { status } = error;
   const reason = STATUS_CODES[status] ?? 'Error';
   return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`
     + `X-Request-Id: ${newRequestId()}\r\nConnection: close\r\n\r\n${body}`;
@@ -136,14 +145,14 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   let response: string;
   if (error.code === 'HPE_HEADER_OVERFLOW') {
-    response = rawErrorResponse(431, 'request_header_too_large', ERROR_CODES.request_header_too_large.message);
+    response = rawErrorResponse(new ServiceError('request_header_too_large'));
   } else if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    response = rawErrorResponse(408, 'request_timeout', ERROR_CODES.request_timeout.message);
+    response = rawErrorResponse(new ServiceError('request_timeout'));
   } else {
     const what = error.code === 'HPE_INVALID_CONTENT_LENGTH' || error.code === 'HPE_UNEXPECTED_CONTENT_LENGTH'
       ? 'The Content-Length header is not valid.'
       : 'The request is not valid HTTP.';
-    response = rawErrorResponse(400, 'invalid_request', what);
+    response = rawErrorResponse(invalidRequest(null, what));
   }
   if (!socket.writable) return void socket.destroy();
   // A request read whole before the bytes that are not HTTP (pipelined) is still being
@@ -177,12 +186,13 @@ export function answerWhatNodeWouldRefuse(server: Server, served: (authority: st
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    if (headerCount(request, 'host') > 1) return void socket.end(rawErrorResponse(400, 'invalid_request', 'The request has more than one Host header.', 'Host'));
+    const repeated = repeatedHost(request);
+    if (repeated) return void socket.end(rawErrorResponse(repeated));
     // Its target when that is an authority, and its Host header, which names the same one.
     const target = request.url ?? '';
     const authorities = [...(target === '' || target.includes('/') ? [] : [target]), request.headers.host ?? ''];
     const refused = authorities.find((authority) => !served(authority));
-    socket.end(refused === undefined ? rawErrorResponse(404, 'not_found', `No route for CONNECT ${target}.`)
-      : rawErrorResponse(421, 'misdirected_request', `The Host '${refused}' is not served here.`));
+    socket.end(rawErrorResponse(refused === undefined ? new ServiceError('not_found', `No route for CONNECT ${target}.`)
+      : new ServiceError('misdirected_request', `The Host '${refused}' is not served here.`)));
   });
 }

@@ -13,8 +13,8 @@
  */
 import { networkInterfaces } from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { invalidRequest, ServiceError } from '../domain/errors.js';
-import { headerCount } from './edge.js';
+import { ServiceError } from '../domain/errors.js';
+import { repeatedHost } from './edge.js';
 
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
 const ALL_INTERFACES = new Set(['0.0.0.0', '::', '[::]']);
@@ -94,11 +94,8 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (req
   const crossOrigins = new Set(policy.allowedOrigins);
 
   const check = (request: FastifyRequest): string | null => {
-    // RFC 9112 3.2: more than one Host is a 400, or a page could pass one name and be served
-    // under another.
-    if (headerCount(request.raw, 'host') > 1) {
-      throw invalidRequest('Host', 'The request has more than one Host header.');
-    }
+    const repeated = repeatedHost(request.raw);
+    if (repeated) throw repeated;
     const host = targetAuthority(request.raw.url) ?? request.headers.host;
     const name = host ? hostName(host) : null;
     if (!name || !hosts.has(name)) {
