@@ -65,6 +65,8 @@ export interface ResponseObject {
   object: 'response';
   created_at: number;
   status: ResponseStatus;
+  /** Seconds since the epoch when it completed; null unless `status` is `completed`. */
+  completed_at: number | null;
   background: boolean;
   model: string;
   instructions: string | null;

@@ -56,6 +56,8 @@ export function toResponseObject(response: ResponseHeader, task: Task, text: str
     object: 'response',
     created_at: response.createdAt,
     status,
+    // OpenAI's: when the response completed, only for `completed` (not `incomplete`, `failed`, ...).
+    completed_at: status === 'completed' ? task.finishedAt : null,
     background: response.background,
     model: response.model,
     instructions: response.instructions,

@@ -260,6 +260,9 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
   test('a named function with parallel_tool_calls false: exactly one call of it', { timeout: 120_000 }, async () => {
     const { body } = await create({ tools: TOOLS, tool_choice: { type: 'function', name: 'add' }, parallel_tool_calls: false, max_output_tokens: 600, seed: 4 });
     assert.equal(body.status, 'completed');
+    // OpenAI's completed_at: set for a completed response, after its creation.
+    assert.ok(typeof body.completed_at === 'number' && body.completed_at >= body.created_at && body.completed_at <= Date.now() / 1000);
+    assert.equal(body.completed_at, (await service.client.getTask(body.task.id)).finished_at);
     assert.equal(body.parallel_tool_calls, false);
     assert.deepEqual(body.tool_choice, { type: 'function', name: 'add' });
     const calls = callsOf(body);
@@ -272,6 +275,7 @@ describe('tools on /v1/responses (LMSP 6.2)', () => {
     for (const choice of ['none', 'auto', undefined]) {
       const { body } = await create({ tools: TOOLS, tool_choice: choice, max_output_tokens: 30, seed: 2 });
       assert.equal(body.status, 'incomplete');
+      assert.equal(body.completed_at, null, 'completed_at is for completed responses only');
       assert.equal(body.tool_choice, choice ?? 'auto');
       assert.equal(callsOf(body).length, 0);
       assert.equal(body.output.length, 1);

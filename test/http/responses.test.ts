@@ -69,6 +69,7 @@ describe('Responses API (LMSP section 6)', () => {
     const response = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'Hello', background: true, max_output_tokens: 8 } });
     assert.equal(response.status, 202);
     const body = await json<ResponseObject>(response);
+    assert.equal(body.completed_at, null);
     assert.equal(response.headers.get('location'), `/v1/responses/${body.id}`);
     assert.equal(body.status, 'queued');
     assert.equal(body.background, true);
