@@ -154,10 +154,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     parallel: config.parallel, maxRestarts: config.maxRestarts, log: workerLog,
     onInterrupted: (outcome) => metrics.observeInterruption(outcome),
   });
-  // `store: false` tasks whose requests died with the process are settled as those requests would
-  // have settled them: their keys get the final answer, then they are deleted (LMSP 6, 8, 13).
+  // Tasks whose requests died with the process are settled as those requests would have settled
+  // them: their keys get the final answer, then `store: false` ones are deleted (LMSP 6, 8, 13).
   const orphaned = settleOrphanedRequests(core, (task, error) => log.error({ task, error: String(error) }, 'could not settle a task whose request died with the process'));
-  if (orphaned > 0) log.info({ tasks: orphaned }, 'store: false tasks whose requests died with the process are deleted when they finish');
+  if (orphaned > 0) log.info({ tasks: orphaned }, 'tasks whose requests died with the process are settled in their place when they finish');
   // LMSP 5.1: pulls download beside the generation slots, with workers of their own.
   const pulls = new PullWorkers(core, pullSettings, { log: workerLog });
   const maintenance = new Maintenance(

@@ -104,6 +104,13 @@ function storedKey(row: StoredKeyRow): IdempotencyKey {
   return { scope: row.scope, keyHash: row.key, fingerprint: row.fingerprint, sealingKey: null, ttlMs: (row.ttl_seconds ?? row.expires_at - row.created_at) * 1000 };
 }
 
+/** Whether a stored answer is a pointer to this task (to wait for, or to stream) rather than the answer itself; pointers are never sealed. */
+function pointsAt(body: string | null, taskId: string): boolean {
+  if (body === null || body.startsWith(SEALED_PREFIX)) return false;
+  const answer = JSON.parse(body) as StoredAnswer;
+  return answer.awaitTaskId === taskId || answer.streamTaskId === taskId;
+}
+
 type StoredKeyRow = Pick<DbIdempotencyKey, 'scope' | 'key' | 'fingerprint' | 'created_at' | 'expires_at' | 'ttl_seconds'>;
 const STORED_KEY_COLUMNS = 'k.scope, k.key, k.fingerprint, k.created_at, k.expires_at, k.ttl_seconds';
 
@@ -123,6 +130,7 @@ export class IdempotencyTable {
   private readonly completeStatement;
   private readonly deleteStatement;
   private readonly pointingAtFinishedUnstoredStatement;
+  private readonly pointingAtUnfinishedStatement;
   private readonly deleteExpiredStatement;
   private readonly countExpiredStatement;
   private readonly inFlightStatement;
@@ -155,6 +163,17 @@ export class IdempotencyTable {
       WHERE k.state = 'done' AND ${oneOf('t.status', FINAL_STATUSES)}
         AND (t.response_id IN (SELECT id FROM responses WHERE store = 0)
           OR t.completion_id IN (SELECT id FROM chat_completions WHERE store = 0))`);
+    this.pointingAtUnfinishedStatement = db.prepare<[], Pick<DbIdempotencyKey, 'task_id' | 'body'>>(`
+      SELECT k.task_id, k.body FROM idempotency_keys k CROSS JOIN tasks t ON t.id = k.task_id
+      WHERE k.state = 'done' AND ${oneOf('t.status', UNFINISHED_STATUSES)}`);
+  }
+
+  /**
+   * Tasks still unfinished whose key's stored answer points at them (a plain or streaming create
+   * whose request died with the process): what must be settled in place of those requests.
+   */
+  pointingAtUnfinished(): string[] {
+    return this.pointingAtUnfinishedStatement.all().flatMap((row) => (row.task_id !== null && pointsAt(row.body, row.task_id) ? [row.task_id] : []));
   }
 
   /**
@@ -166,9 +185,7 @@ export class IdempotencyTable {
   pointingAtFinishedUnstored(): Array<{ key: IdempotencyKey; taskId: string }> {
     return this.pointingAtFinishedUnstoredStatement.all().flatMap((row) => {
       // Pointers are never sealed: they hold no secret.
-      if (row.task_id === null || row.body === null || row.body.startsWith(SEALED_PREFIX)) return [];
-      const answer = JSON.parse(row.body) as StoredAnswer;
-      return answer.awaitTaskId === row.task_id || answer.streamTaskId === row.task_id ? [{ key: storedKey(row), taskId: row.task_id }] : [];
+      return row.task_id !== null && pointsAt(row.body, row.task_id) ? [{ key: storedKey(row), taskId: row.task_id }] : [];
     });
   }
 

@@ -2,10 +2,10 @@
  * Requests that died with the process while their tasks went on (LMSP 6, 7.5, 8, 13). A plain or
  * streaming create settles its task when the task finishes: its `Idempotency-Key` gets the final
  * answer, and a `store: false` response or chat completion is deleted with its task and events.
- * After a crash that request is gone. A stored task needs nothing more (its key's answer points
- * to it: recovery.ts), but a `store: false` one must still go as soon as it finishes, so at
- * startup the service settles each in place of its request, with the same code; a retry of its
- * key then gets the answer the create would have given.
+ * After a crash that request is gone: its key's answer points to the task (recovery.ts), and a
+ * `store: false` task must still go as soon as it finishes. So at startup the service settles
+ * each such task in place of its request, with the same code; its key then holds the answer the
+ * create would have given, also once the response is deleted.
  */
 import { ServiceError } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
@@ -82,9 +82,13 @@ export async function replayedPlainAnswer(core: TaskCore, answer: StoredAnswer, 
   return awaited;
 }
 
-/** Starts settling every unfinished `store: false` task, whose request died with the process; answers how many. */
+/**
+ * Starts settling every unfinished task whose request died with the process: each `store: false`
+ * one (deleted once finished), and each whose key points at it (the key gets the final answer, so
+ * a replay still has it after the response is deleted, as without a crash). Answers how many.
+ */
 export function settleOrphanedRequests(core: TaskCore, onError: (taskId: string, error: unknown) => void): number {
-  const ids = core.store.tasks.unfinishedUnstored();
+  const ids = [...new Set([...core.store.tasks.unfinishedUnstored(), ...core.store.idempotency.pointingAtUnfinished()])];
   const ofCore = new Map<string, Promise<StoredAnswer | null>>();
   settlements.set(core, ofCore);
   for (const id of ids) {

@@ -194,4 +194,42 @@ describe('Idempotency-Key of a create killed while its task goes on (LMSP 8, 7.5
       assert.ok(ids.includes(failed.task.id));
       assert.deepEqual(await taskIds(twice), [], 'no second task');
     }));
+  test('stored plain creates that outlived their requests, queued or resumed: their keys keep the final answer after a DELETE, as without a crash', { timeout: 120_000 }, () =>
+    withService({ env: SLOW, args: ['--parallel', '1', '--sweep-interval', '1h'] }, async (service) => {
+      const response = { model: 'lmsp-tiny', input: 'keep me', max_output_tokens: 30, seed: 3, on_restart: 'resume' };
+      const chat = { model: 'lmsp-tiny', messages: [{ role: 'user', content: 'keep me too' }], max_completion_tokens: 20, seed: 3, store: true, on_restart: 'resume' };
+      void post(service, '/v1/responses', 'stored-running', response).catch(() => undefined);
+      await waitFor(async () => {
+        const running = (await service.client.listTasks({ status: ['running'] })).data;
+        return running.length === 1 && running[0]!.last_sequence_number > 6 ? true : null;
+      }, { what: 'the response to be generating' });
+      // One slot: the chat completion waits in the queue behind it when the process dies.
+      void post(service, '/v1/chat/completions', 'stored-queued', chat).catch(() => undefined);
+      await waitFor(async () => ((await service.client.listTasks({ status: ['queued'] })).data.length === 1 ? true : null), { what: 'the chat completion to be queued' });
+      await service.kill();
+      const restarted = await service.restart();
+      // Nobody retries until both are finished and deleted: the keys alone must hold the answers.
+      await waitFor(async () => ((await restarted.client.listTasks({ status: ['queued', 'loading', 'running'] })).data.length === 0 ? true : null),
+        { timeoutMs: 60_000, what: 'both tasks to finish' });
+      const tasks = (await restarted.client.listTasks({ limit: 10 })).data;
+      assert.equal(tasks.length, 2);
+      const responseTask = tasks.find((task) => task.response_id !== null)!;
+      const completionTask = tasks.find((task) => task.response_id === null)!;
+      const finished = await restarted.client.getResponse(responseTask.response_id!);
+      const stored = await api(restarted, `/v1/chat/completions/${completionTask.completion_id}`);
+      assert.equal(stored.status, 200);
+      const completion = (await stored.json()) as ChatCompletionObject;
+      assert.equal((await api(restarted, `/v1/responses/${finished.id}`, { method: 'DELETE' })).status, 200);
+      assert.equal((await api(restarted, `/v1/chat/completions/${completion.id}`, { method: 'DELETE' })).status, 200);
+
+      const responseRetry = await post(restarted, '/v1/responses', 'stored-running', response);
+      assert.equal(responseRetry.status, 200, 'the answer the create would have given, kept under its key');
+      assert.equal(responseRetry.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await responseRetry.json(), finished);
+      const chatRetry = await post(restarted, '/v1/chat/completions', 'stored-queued', chat);
+      assert.equal(chatRetry.status, 200);
+      assert.equal(chatRetry.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await chatRetry.json(), completion);
+      assert.deepEqual(await taskIds(restarted), [], 'no new task');
+    }));
 });
