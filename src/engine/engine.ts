@@ -139,6 +139,8 @@ export interface Engine {
   embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal, confirm?: LoadConfirmation): Promise<EmbedResult>;
   /** Ids of the models loaded now (GET /v1/models `loaded`). */
   loadedModelIds(): Set<string>;
+  /** A model unregistered (LMSP 5): runners holding it idle unload it now, not at keep-alive. */
+  unloadModel(model: ModelRef): void;
   /** Called whenever a lease is released or a model unloaded, so waiting work can retry. */
   onCapacity(listener: () => void): void;
   close(): Promise<void>;

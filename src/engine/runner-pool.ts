@@ -128,6 +128,13 @@ export class RunnerPool implements Engine {
     return new Set(this.runners.filter((runner) => runner.model).map((runner) => runner.model!.id));
   }
 
+  unloadModel(model: ModelRef): void {
+    // A runner still computing embeddings with it keeps it until they end, then its keep-alive.
+    const idle = this.runners.filter((runner) => !runner.busy && runner.embeds === 0 && sameModel(runner.model, model));
+    for (const runner of idle) this.unload(runner);
+    if (idle.length > 0) this.capacityChanged();
+  }
+
   acquire(model: ModelRef): EngineLease | null {
     if (this.embedsWaking) return null;
     const runner = this.pickRunner(model);

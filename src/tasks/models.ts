@@ -13,7 +13,7 @@ import type { TaskCore } from './core.js';
 import { assertNotBeingPulled } from './pulls.js';
 
 /** What the model use cases need: the engine only to tell which models are loaded, when there is one. */
-export type ModelDeps = Pick<TaskCore, 'store' | 'registry'> & { engine?: Pick<Engine, 'loadedModelIds'> };
+export type ModelDeps = Pick<TaskCore, 'store' | 'registry'> & { engine?: Pick<Engine, 'loadedModelIds' | 'unloadModel'> };
 
 export type ModelOutcome = { replay: StoredAnswer } | { model: ModelObject };
 
@@ -65,8 +65,12 @@ export async function verifyModel(deps: ModelDeps, id: string, key: IdempotencyK
   return 'replay' in outcome ? outcome : { model: outcome.result };
 }
 
-/** Unregisters a model (the file stays); 409 `model_in_use` while an unfinished task uses it. */
+/**
+ * Unregisters a model (the file stays); 409 `model_in_use` while an unfinished task uses it. Its
+ * memory is given back now, unless another registered model is the same file.
+ */
 export async function removeModel(deps: ModelDeps, id: string): Promise<{ id: string; object: 'model'; deleted: true }> {
-  await deps.registry.remove(id);
+  const removed = await deps.registry.remove(id);
+  if (!deps.registry.list().some((model) => model.path === removed.path && model.digest === removed.digest)) deps.engine?.unloadModel(removed);
   return { id, object: 'model', deleted: true };
 }

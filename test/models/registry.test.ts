@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelObject, ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
 import { makeDataDir } from '../helpers/data-dir.js';
+import { scrape } from '../helpers/prometheus.js';
 import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
 
 function sha256sum(path: string): string {
@@ -337,10 +338,18 @@ describe('model registry (LMSP section 5)', () => {
     assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'model_in_use');
     await service.client.cancelResponse(running.body.id);
     await waitFor(async () => (await service.client.getResponse(running.body.id)).status === 'cancelled');
+    assert.equal((await service.client.getModel('busy')).loaded, true);
+    // Another id for the same file: unregistering it leaves the file loaded for the first.
+    assert.equal((await register(service, { path: 'busy.gguf', id: 'twin' })).status, 201);
+    assert.equal((await api(service, '/v1/models/twin', { method: 'DELETE' })).status, 200);
+    assert.equal((await service.client.getModel('busy')).loaded, true);
+    assert.equal((await scrape(service.url, service.token)).value('lmsp_models_loaded'), 1);
     const deleted = await api(service, '/v1/models/busy', { method: 'DELETE' });
     assert.equal(deleted.status, 200);
     assert.deepEqual(await deleted.json(), { id: 'busy', object: 'model', deleted: true });
     assert.ok(existsSync(join(service.dataDir, 'models', 'busy.gguf')));
+    // Its memory is given back now, not at keep-alive (5 minutes here).
+    assert.equal((await scrape(service.url, service.token)).value('lmsp_models_loaded'), 0);
     const gone = await api(service, '/v1/responses', { method: 'POST', json: { model: 'busy', input: 'x' } });
     assert.equal(gone.status, 404);
     const response = (await service.client.getResponse(running.body.id)) as ResponseObject;
