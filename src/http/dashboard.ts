@@ -34,7 +34,9 @@ function guard(reply: FastifyReply): FastifyReply {
     .header('content-security-policy', CONTENT_SECURITY_POLICY)
     .header('x-content-type-options', 'nosniff')
     .header('referrer-policy', 'no-referrer')
-    .header('x-frame-options', 'DENY');
+    .header('x-frame-options', 'DENY')
+    // A page on another origin that opens the dashboard keeps no handle to the window.
+    .header('cross-origin-opener-policy', 'same-origin');
 }
 
 export async function registerDashboard(app: FastifyInstance): Promise<void> {

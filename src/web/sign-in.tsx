@@ -33,7 +33,9 @@ export function SignIn({ onSignedIn, reason }: { onSignedIn: (session: Session) 
       <pre class="commands"><code>lmsp pair --name dashboard --scopes admin</code></pre>
       <p class="help">
         For a session that only watches, <code>--scopes responses,models:read,metrics</code>. The token the code is
-        exchanged for stays in this tab only: it is revoked when you sign out, and forgotten when you close the tab.
+        exchanged for stays in this tab only: it is forgotten when you close the tab, and revoked when you sign out
+        (unless <code>metrics</code> is its only scope: such a token cannot revoke itself, so revoke it from Clients
+        or with <code>lmsp clients revoke</code>).
       </p>
       <form class="panel form" onSubmit={submit}>
         <div class="field">

@@ -20,6 +20,8 @@ describe('the dashboard files (LMSP 15)', () => {
     assert.match(csp, /frame-ancestors 'none'/);
     assert.ok(!/unsafe-inline|unsafe-eval|https?:|\*/.test(csp), `only 'self': ${csp}`);
     assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
+    // A page that opens the dashboard in a window gets no handle on it (to navigate it elsewhere).
+    assert.equal(page.headers.get('cross-origin-opener-policy'), 'same-origin');
     const html = await page.text();
     assert.ok(!html.includes(service.token), 'the page holds no token');
     assert.ok(!/https?:\/\//.test(html), 'the page loads nothing from elsewhere');
