@@ -39,6 +39,8 @@ import { formatDuration, nowSeconds } from './time.js';
 export const SERVICE_FILE = 'service.json';
 export const STATE_DIR = 'state';
 const SSE_HEARTBEAT_MS = 15_000;
+/** How often the service checks that its database is still the file at its path. */
+const DATABASE_WATCH_MS = 2_000;
 
 export interface ServiceInfo {
   url: string;
@@ -57,6 +59,11 @@ export interface RunningService {
   info: ServiceInfo;
   app: FastifyInstance;
   store: Store;
+  /**
+   * Called once if the database file is deleted or replaced while the service runs: nothing it
+   * commits from then on would be kept, so the caller should stop it (`lmsp serve` exits 74).
+   */
+  onDatabaseLost(listener: (reason: string) => void): void;
   close(): Promise<void>;
 }
 
@@ -76,6 +83,33 @@ function removeStaleStates(stateDir: string, resumable: () => Set<string>): void
     const taskId = taskOfStateFile(file);
     if (taskId === null || !keepTaskIds.has(taskId)) rmSync(join(stateDir, file), { force: true });
   }
+}
+
+/**
+ * The open database, whose file was deleted or replaced while the service ran, copied to a new
+ * file beside its path; null if it cannot be (a full disk: its log is then left to the operator).
+ */
+function saveLostDatabase(store: Store, log: Logger): string | null {
+  const target = `${store.db.path}.lost-${Date.now()}`;
+  try {
+    store.db.copyTo(target);
+    return target;
+  } catch (error) {
+    log.error({ error: String(error) }, 'could not copy the database the service ran on');
+    return null;
+  }
+}
+
+/** Puts the copy where the database was, if nothing is there now; else leaves it beside, for the operator. */
+function restoreLostDatabase(path: string, saved: string, log: Logger): void {
+  if (existsSync(path)) {
+    log.error({ copy: saved }, `another file is at ${path} now, and it was left as it is: the database the service ran on is at ${saved}`);
+    return;
+  }
+  // What is left of the lost database's log would be replayed onto its copy: the copy holds it all.
+  for (const suffix of ['-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+  renameSync(saved, path);
+  log.error(`the database the service ran on, written back to ${path} with everything it committed: start the service again to go on`);
 }
 
 /** Opens the store for a service whose settings come partly from it (`service_config`). */
@@ -205,14 +239,28 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   renameSync(`${serviceFile}.tmp`, serviceFile);
   log.info({ url: info.url, listening: url, data_dir: config.dataDir, id: serviceId }, `lmsp ${SOFTWARE_VERSION} listening on ${info.url}`);
 
+  const lostListeners: Array<(reason: string) => void> = [];
+  let databaseLost = false;
+  const watchdog = setInterval(() => {
+    const reason = store.db.fileLost();
+    if (reason === null) return;
+    clearInterval(watchdog);
+    databaseLost = true;
+    log.error({ data_dir: config.dataDir }, `${reason}: what the service writes is no longer kept there`);
+    for (const listener of lostListeners) listener(reason);
+  }, DATABASE_WATCH_MS);
+  watchdog.unref();
+
   let closing: Promise<void> | null = null;
   return {
     url: info.url,
     info,
     app,
     store,
+    onDatabaseLost: (listener) => lostListeners.push(listener),
     close: () => {
       closing ??= (async () => {
+        clearInterval(watchdog);
         core.stopping = true;
         await app.close();
         await scheduler.stop();
@@ -221,7 +269,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
         await engine.close();
         timeline.close();
         store.db.onCommit = null;
+        // The database the service ran on, its last commits included, copied out before it closes.
+        const saved = databaseLost ? saveLostDatabase(store, log) : null;
         await store.close();
+        if (saved) restoreLostDatabase(store.db.path, saved, log);
         rmSync(serviceFile, { force: true });
       })();
       return closing;

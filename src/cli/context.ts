@@ -143,14 +143,8 @@ export async function runningService(options: CommonOptions): Promise<ServiceInf
   const dataDir = dataDirOf(options);
   // The file says where to send the operator token: read only from a folder nobody else can write.
   assertPrivateDataDir(dataDir);
-  const path = join(dataDir, SERVICE_FILE);
-  if (!existsSync(path)) return null;
-  let info: ServiceInfo;
-  try {
-    info = JSON.parse(readFileSync(path, 'utf8')) as ServiceInfo;
-  } catch {
-    return null;
-  }
+  const info = readServiceFile(dataDir);
+  if (!info) return null;
   // The lock must be held by the service the file names: not by this process (a pull without a
   // service holds it), nor by a process that is gone.
   if (info.pid === process.pid || !processAlive(info.pid) || !isDataDirLocked(dataDir)) return null;
@@ -164,6 +158,27 @@ export async function runningService(options: CommonOptions): Promise<ServiceInf
   } catch {
     return null;
   }
+}
+
+function readServiceFile(dataDir: string): ServiceInfo | null {
+  const path = join(dataDir, SERVICE_FILE);
+  if (!existsSync(path)) return null;
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as ServiceInfo;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Who holds a data directory for which no service answers: a service that started and no longer
+ * answers (stopped, hung), another process (a service still starting, a pull without a service),
+ * or nobody (null).
+ */
+export function holderOfSilentDataDir(dataDir: string): { url: string; pid: number } | 'another process' | null {
+  if (!isDataDirLocked(dataDir)) return null;
+  const info = readServiceFile(dataDir);
+  return info && info.pid !== process.pid && processAlive(info.pid) ? { url: info.url, pid: info.pid } : 'another process';
 }
 
 function processAlive(pid: unknown): boolean {

@@ -199,9 +199,14 @@ export class Database {
   /** Told how long each committed transaction took, BEGIN to COMMIT (LMSP 15: metrics). */
   onCommit: ((seconds: number) => void) | null = null;
 
+  /** The file opened, as the file system names it: a file at `path` that is not this one is not the database. */
+  private readonly identity: { dev: number; ino: number };
+
   private constructor(sqlite: Sqlite, path: string) {
     this.sqlite = sqlite;
     this.path = path;
+    const { dev, ino } = statSync(path);
+    this.identity = { dev, ino };
     const runOne = sqlite.transaction((job: PendingWrite, hooks: AfterCommit[]) => job.work({ afterCommit: (hook) => hooks.push(hook) }));
     this.runBatch = sqlite.transaction((jobs: PendingWrite[], outcomes: Array<{ ok: boolean; value: unknown }>, hooks: AfterCommit[]) => {
       for (const job of jobs) {
@@ -234,6 +239,27 @@ export class Database {
     return before - (this.sqlite.pragma('freelist_count', { simple: true }) as number);
   }
 
+  /**
+   * Why the open database is no longer the file at its path (deleted, or replaced by another
+   * file), or null while it is: SQLite goes on writing to the open file, so every commit from then
+   * on would be lost at the next start.
+   */
+  fileLost(): string | null {
+    let now: { dev: number; ino: number };
+    try {
+      now = statSync(this.path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return null; // cannot tell: no verdict
+      return `the database ${this.path} was deleted while the service ran`;
+    }
+    return now.dev === this.identity.dev && now.ino === this.identity.ino ? null : `the database ${this.path} was replaced by another file while the service ran`;
+  }
+
+  /** A consistent copy of the open database, its log included, made at `target` (SQLite's VACUUM INTO). */
+  copyTo(target: string): void {
+    this.sqlite.prepare('VACUUM INTO ?').run(target);
+  }
+
   /** Rewrites the whole database with incremental `auto_vacuum` (no other connection may be open). */
   vacuum(): void {
     this.sqlite.pragma('auto_vacuum = INCREMENTAL');
@@ -246,6 +272,13 @@ export class Database {
     const path = join(dataDir, DATABASE_FILE);
     const created = !existsSync(path);
     if (created) {
+      // Its log without it: the database was deleted or moved, and what it held is not in the log
+      // alone. Starting a new one beside that log would lose it all without a word.
+      if (statSync(`${path}-wal`, { throwIfNoEntry: false })?.size) {
+        throw new DatabaseOpenError(`no database at ${path}, but its write-ahead log ${DATABASE_FILE}-wal is there: the database was deleted or moved. `
+          + `lmsp will not start another beside that log: put the database back, or delete ${DATABASE_FILE}-wal and ${DATABASE_FILE}-shm to start empty.`,
+        EXIT_DATABASE_NOT_USABLE);
+      }
       if (!create) throw new DatabaseOpenError(`no database at ${path}: start the service once with this data directory`, EXIT_DATABASE_UNAVAILABLE);
       try {
         mkdirSync(dataDir, { recursive: true, mode: 0o700 });

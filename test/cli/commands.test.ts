@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:http';
-import { openSync, writeSync, closeSync } from 'node:fs';
+import { chmodSync, closeSync, openSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { CreateResponseBody, TaskObject } from '../../src/api/types.js';
@@ -196,6 +196,23 @@ describe('the lmsp CLI as a client of the running service (LMSP section 12)', ()
     assert.equal(broken.code, 1);
     assert.match(broken.stdout, /fail\s+model lmsp-tiny: digest is sha256:/);
   }));
+
+  test('lmsp doctor: a database others can read is reported before opening it mends it; a service that holds the data directory but does not answer fails', { timeout: 60_000 }, () =>
+    withService({}, async (service) => {
+      const dir = ['--data-dir', service.dataDir];
+      chmodSync(join(service.dataDir, 'lmsp.db'), 0o644);
+      const open = await runCli(['doctor', ...dir]);
+      assert.match(open.stdout, /warn\s+database permissions: mode 644/);
+      assert.equal(statSync(join(service.dataDir, 'lmsp.db')).mode & 0o777, 0o600);
+      process.kill(service.pid, 'SIGSTOP');
+      try {
+        const hung = await runCli(['doctor', ...dir]);
+        assert.equal(hung.code, 1, hung.stdout);
+        assert.match(hung.stdout, new RegExp(`fail\\s+service: ${service.url.replace(/[.]/g, '\\.')} \\(pid ${service.pid}\\) holds the data directory but does not answer`));
+      } finally {
+        process.kill(service.pid, 'SIGCONT');
+      }
+    }));
 });
 
 describe('lmsp tasks events --json refused half-way', () => {

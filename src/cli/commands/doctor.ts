@@ -7,7 +7,7 @@ import { fileStampOf, sameFile } from '../../domain/models.js';
 import { hashFile, LinkedPathError } from '../../models/hashing.js';
 import { ModelRegistry } from '../../models/registry.js';
 import { DATABASE_FILE, Store } from '../../store/index.js';
-import { action, dataDirOf, loadConfig, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, dataDirOf, holderOfSilentDataDir, loadConfig, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
 
 interface Check {
   check: string;
@@ -25,18 +25,16 @@ export function registerDoctor(program: Command): void {
       const add = (check: string, status: Check['status'], detail: string) => checks.push({ check, status, detail });
       const dbPath = join(dataDir, DATABASE_FILE);
       let store: Store | null = null;
-      if (!existsSync(dbPath)) {
-        add('database', 'fail', `no database at ${dbPath}`);
-      } else {
-        try {
-          store = Store.open(dataDir, { create: false, check: false });
-          const result = store.db.sqlite.pragma('integrity_check', { simple: true });
-          add('database', result === 'ok' ? 'ok' : 'fail', result === 'ok' ? `${dbPath} (schema ${store.db.schemaVersion}, integrity ok)` : String(result));
-          const mode = statSync(dbPath).mode & 0o777;
-          add('database permissions', mode & 0o077 ? 'warn' : 'ok', `mode ${mode.toString(8)}${mode & 0o077 ? ' (readable by others)' : ''}`);
-        } catch (error) {
-          add('database', 'fail', (error as Error).message);
-        }
+      // Read before opening it, which makes it private to its owner again.
+      const mode = existsSync(dbPath) ? statSync(dbPath).mode & 0o777 : null;
+      try {
+        // A database missing (its log left behind or not) is refused here with what to do.
+        store = Store.open(dataDir, { create: false, check: false });
+        const result = store.db.sqlite.pragma('integrity_check', { simple: true });
+        add('database', result === 'ok' ? 'ok' : 'fail', result === 'ok' ? `${dbPath} (schema ${store.db.schemaVersion}, integrity ok)` : String(result));
+        if (mode !== null) add('database permissions', mode & 0o077 ? 'warn' : 'ok', `mode ${mode.toString(8)}${mode & 0o077 ? ' (readable by others; made private again now)' : ''}`);
+      } catch (error) {
+        add('database', 'fail', (error as Error).message);
       }
       if (store) {
         const modelsDirs = await new ModelRegistry(store, loadConfig(options, store).modelsDir).realModelsDirs();
@@ -72,7 +70,12 @@ export function registerDoctor(program: Command): void {
         add('operator token', 'warn', 'not created yet (the service creates it at start)');
       }
       const info = await runningService(options);
-      if (!info) {
+      const holder = info ? null : holderOfSilentDataDir(dataDir);
+      if (holder === 'another process') {
+        add('service', 'warn', 'not answering: another lmsp process holds the data directory (a service still starting, or a command such as `lmsp models pull` run without one)');
+      } else if (holder) {
+        add('service', 'fail', `${holder.url} (pid ${holder.pid}) holds the data directory but does not answer`);
+      } else if (!info) {
         add('service', 'warn', 'not running');
       } else {
         try {

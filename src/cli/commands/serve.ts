@@ -3,6 +3,7 @@ import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
+import { EXIT_DATABASE_UNAVAILABLE } from '../../store/db.js';
 import { TaskEventBus } from '../../tasks/event-bus.js';
 import { action, CliError, dataDirOf, keepRunningWhenStdoutCloses, loadConfig, lockDataDirForThisProcess, printJson, withCommonOptions, type CommonOptions } from '../context.js';
 
@@ -55,17 +56,17 @@ export function registerServe(program: Command): void {
     // than after a start that may take long.
     let service: Awaited<ReturnType<typeof startService>> | undefined;
     let stopping = false;
-    const stop = (signal: NodeJS.Signals) => {
+    const stop = (signal: NodeJS.Signals | 'database lost') => {
       if (stopping) return;
       stopping = true;
       if (!service) {
         log.info({ signal }, 'stopping before the start finished: unfinished tasks stay on disk and are recovered at the next start');
-        process.exit(128 + osConstants.signals[signal]);
+        process.exit(128 + osConstants.signals[signal as NodeJS.Signals]);
       }
-      log.info({ signal }, 'stopping: unfinished tasks stay on disk and are recovered at the next start');
+      if (signal !== 'database lost') log.info({ signal }, 'stopping: unfinished tasks stay on disk and are recovered at the next start');
       service.close().then(() => {
         lock.release();
-        process.exit(0);
+        process.exit(signal === 'database lost' ? EXIT_DATABASE_UNAVAILABLE : 0);
       }, (error: unknown) => {
         log.error({ err: error }, 'error while stopping');
         process.exit(1);
@@ -75,6 +76,7 @@ export function registerServe(program: Command): void {
     process.on('SIGTERM', () => stop('SIGTERM'));
     try {
       service = await startService(config, store, bus, log);
+      service.onDatabaseLost(() => stop('database lost'));
     } catch (error) {
       const failure = listenFailure(error as NodeJS.ErrnoException, config);
       if (failure) throw new CliError(failure, 1);
