@@ -131,6 +131,8 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   }
   const serviceId = store.db.transaction(() => store.config.ensureServiceId());
   const registry = new ModelRegistry(store, config.modelsDir);
+  const followed = await registry.followDataDir();
+  if (followed > 0) log.info({ models: followed }, 'the data directory has moved: its models are the files inside it now');
   await registry.ensureBuiltin();
   const machine = newTaskMachine(store);
 

@@ -18,6 +18,8 @@ import { hashFile, isInside, LinkedPathError, type HashProgress } from './hashin
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
 const BUILTIN_REGISTERED_KEY = 'builtin.registered';
+/** The data directory's real path at the last start, to tell when it has moved. */
+const DATA_DIR_KEY = 'data_dir.real_path';
 
 export interface InspectOptions {
   /** API registrations must name a file inside the models directory (after resolving links). */
@@ -310,6 +312,27 @@ export class ModelRegistry {
    * The built-in model: written by our own code into the models directory and registered on the
    * first start of a data directory, so a fresh install serves requests with nothing to download.
    */
+  /**
+   * A data directory moved, renamed or restored elsewhere carries its model files with it: a model
+   * recorded inside the folder it was in last time is the file at the same place inside this one,
+   * where that file exists (it is checked as any file is before it loads). Answers how many moved.
+   */
+  async followDataDir(): Promise<number> {
+    const now = await realpath(dirname(this.store.db.path));
+    const before = this.store.config.get(DATA_DIR_KEY);
+    if (before === now) return 0;
+    const moved = before === null ? [] : this.store.models.list().flatMap((model) => {
+      if (!model.path.startsWith(`${before}${sep}`)) return [];
+      const path = join(now, relative(before, model.path));
+      return existsSync(path) ? [{ ...model, path }] : [];
+    });
+    await this.store.db.write(() => {
+      for (const model of moved) this.store.models.updateFile(model);
+      this.store.config.set(DATA_DIR_KEY, now);
+    });
+    return moved.length;
+  }
+
   async ensureBuiltin(): Promise<void> {
     if (this.store.config.get(BUILTIN_REGISTERED_KEY)) return;
     mkdirSync(this.modelsDir, { recursive: true, mode: 0o755 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,7 +9,7 @@ import type { ModelObject, ResponseObject } from '../../src/api/types.js';
 import { runCli } from '../helpers/cli.js';
 import { makeDataDir } from '../helpers/data-dir.js';
 import { scrape } from '../helpers/prometheus.js';
-import { api, pairClient, waitFor, withService, type TestService } from '../helpers/service.js';
+import { api, pairClient, startService, waitFor, withService, type TestService } from '../helpers/service.js';
 
 function sha256sum(path: string): string {
   try {
@@ -326,6 +326,35 @@ describe('model registry (LMSP section 5)', () => {
     rmSync(service.dataDir);
     renameSync(`${service.dataDir}-moved`, service.dataDir);
   }));
+
+  test('a data directory copied elsewhere (a backup restored) serves the model files inside it, not those of the folder it came from', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'kept.gguf'));
+      assert.equal((await register(service, { path: 'kept.gguf', id: 'kept' })).status, 201);
+      await service.stop();
+      const restored = makeDataDir('restored');
+      cpSync(service.dataDir, restored, { recursive: true, preserveTimestamps: true });
+      // The original is gone (moved away): what the restored folder serves must be its own files.
+      renameSync(service.dataDir, `${service.dataDir}-away`);
+      try {
+        const elsewhere = await startService({ dataDir: restored });
+        try {
+          const models = await elsewhere.client.listModels();
+          assert.deepEqual(models.map((model) => model.id).sort(), ['kept', 'lmsp-tiny']);
+          for (const model of models) {
+            assert.equal(model.status, 'ready', model.id);
+            assert.ok(model.path!.startsWith(`${realpathSync(restored)}/models/`), `${model.id} at ${model.path}`);
+          }
+          assert.equal((await elsewhere.client.createResponse({ model: 'kept', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
+          assert.equal((await elsewhere.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
+        } finally {
+          await elsewhere.stop();
+        }
+      } finally {
+        renameSync(`${service.dataDir}-away`, service.dataDir);
+        rmSync(restored, { recursive: true, force: true });
+      }
+    }));
 
   test('DELETE refuses a model an unfinished task uses; the file stays', () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20' } }, async (service) => {
     copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'busy.gguf'));
