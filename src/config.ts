@@ -5,6 +5,7 @@
  * Precedence (LMSP section 2): command-line flag > environment variable > stored value > default.
  */
 import { availableParallelism, homedir, hostname } from 'node:os';
+import { isIP } from 'node:net';
 import { isAbsolute, join, resolve } from 'node:path';
 import { formatDuration, parseDuration } from './time.js';
 
@@ -123,6 +124,19 @@ function listOf(text: string): string[] {
   return text.split(',').map((item) => item.trim()).filter(Boolean);
 }
 
+const HOST_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?$/i;
+
+/** An IP address, or a host name (RFC 1123; all digits and dots is no name, but an IPv4 address gone wrong). */
+function hostParser(text: string): string {
+  if (isIP(text) !== 0 || (HOST_NAME.test(text) && !/^[0-9.]+$/.test(text))) return text;
+  throw new Error('expected an IP address or a host name');
+}
+
+function nameParser(text: string): string {
+  if (text.trim() === '') throw new Error('expected a name (without it, the host name is the default)');
+  return text;
+}
+
 function hostListParser(text: string): string[] {
   const hosts = listOf(text).map((host) => host.toLowerCase());
   for (const host of hosts) {
@@ -163,7 +177,7 @@ export function defaultThreads(): number {
 
 export const OPTIONS: readonly OptionDefinition[] = [
   { key: 'host', flag: '--host', env: 'LMSP_HOST', defaultText: '127.0.0.1',
-    description: 'address to listen on (loopback unless you mean otherwise)', parse: (t) => t },
+    description: 'address to listen on (loopback unless you mean otherwise)', parse: hostParser },
   { key: 'port', flag: '--port', env: 'LMSP_PORT', defaultText: '5677',
     description: 'TCP port (0 picks a free one)', parse: integerParser(0, 65535) },
   { key: 'modelsDir', flag: '--models-dir', env: 'LMSP_MODELS_DIR', defaultText: '<data-dir>/models',
@@ -171,7 +185,7 @@ export const OPTIONS: readonly OptionDefinition[] = [
     // Relative to the folder `lmsp config set` runs in, as it reports, not to wherever the service starts.
     storedAs: (t) => resolve(t) },
   { key: 'name', flag: '--name', env: 'LMSP_NAME', defaultText: '<host name>',
-    description: 'service name shown by GET /v1/service', parse: (t) => t },
+    description: 'service name shown by GET /v1/service', parse: nameParser },
   { key: 'retentionMs', flag: '--retention', env: 'LMSP_RETENTION', defaultText: '7d',
     description: "how long finished tasks are kept ('forever' keeps everything)", parse: durationParser('duration', true) },
   { key: 'sweepIntervalMs', flag: '--sweep-interval', env: 'LMSP_SWEEP_INTERVAL', defaultText: '10m',

@@ -226,10 +226,10 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   });
   scheduler.start();
   pulls.start();
+  const url = await app.listen({ host: config.host, port: config.port });
   if (!isLoopback(config.host)) {
     log.warn({ host: config.host }, 'listening beyond loopback: anyone who can reach this port can try pairing codes and use paired tokens');
   }
-  const url = await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const displayHost = config.host.includes(':') ? `[${config.host}]` : config.host;

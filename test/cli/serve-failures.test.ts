@@ -49,6 +49,8 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
       assert.equal(result.code, 1, result.stderr);
       assert.match(result.stderr, /^lmsp: cannot listen on 192\.0\.2\.1:0 \(EADDRNOTAVAIL\): --host must be an address of this machine/m);
       assertNoStackTrace(result);
+      assert.deepEqual(readdirSync(dataDir), [], 'found before anything was written');
+      assert.doesNotMatch(result.stdout + result.stderr, /listening beyond loopback/, 'no warning about a port it never listened on');
     }));
 
   test('a data directory that cannot be created: exit 74 database_unavailable naming --data-dir, for serve, pair and pull', { timeout: 60_000 }, () =>
@@ -150,10 +152,18 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
   test('a flag that does not parse is a usage error that leaves nothing on disk', { timeout: 60_000 }, () =>
     withDataDir(async (parent) => {
       const dataDir = join(parent, 'lmsp');
-      const result = await runCli(['serve', '--port', 'abc', '--data-dir', dataDir]);
-      assert.equal(result.code, 2, result.stderr);
-      assert.match(result.stderr, /--port: expected an integer/);
-      assert.ok(!existsSync(dataDir), 'no data directory was created');
+      const cases: Array<[string[], RegExp]> = [
+        [['--port', 'abc'], /--port: expected an integer/],
+        [['--host', '999.1.1.1'], /--host: expected an IP address or a host name, got '999\.1\.1\.1'/],
+        [['--host', 'bad host!!'], /--host: expected an IP address or a host name/],
+        [['--name', ' '], /--name: expected a name/],
+      ];
+      for (const [flags, message] of cases) {
+        const result = await runCli(['serve', ...flags, '--data-dir', dataDir]);
+        assert.equal(result.code, 2, result.stderr);
+        assert.match(result.stderr, message);
+        assert.ok(!existsSync(dataDir), `${flags.join(' ')}: no data directory was created`);
+      }
     }));
 
   test('a data directory another lmsp process holds: exit 74 naming what holds it', { timeout: 60_000 }, () =>

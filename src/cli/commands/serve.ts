@@ -1,4 +1,5 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
+import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Command } from 'commander';
 import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
@@ -24,6 +25,24 @@ function listenFailure(error: NodeJS.ErrnoException, config: ServiceConfig): str
   }
 }
 
+/**
+ * Fails as listening would if this machine cannot listen on the host at all (a name that does
+ * not resolve, an address of another machine): asked before anything is written to disk.
+ */
+async function assertCanListenOn(config: ServiceConfig): Promise<void> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ host: config.host, port: 0 }, resolve);
+    });
+  } catch (error) {
+    throw new CliError(listenFailure(error as NodeJS.ErrnoException, config) ?? `cannot listen on ${config.host}: ${(error as Error).message}`, 1);
+  } finally {
+    probe.close();
+  }
+}
+
 /** commander's property name for a flag: `--sweep-interval` -> `sweepInterval`. */
 function propertyOf(flag: string): string {
   return flag.replace(/^--/, '').replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase());
@@ -39,7 +58,7 @@ export function registerServe(program: Command): void {
       if (value !== undefined) flags[option.key] = value;
     }
     // A flag or LMSP_* variable that does not parse is a usage error before anything is created on disk.
-    resolveConfig({ flags, dataDirFlag: options.dataDir });
+    await assertCanListenOn(resolveConfig({ flags, dataDirFlag: options.dataDir }));
     const dataDir = dataDirOf(options);
     keepRunningWhenStdoutCloses();
     const bus = new TaskEventBus();
