@@ -200,7 +200,10 @@ function countWhenClosed(metrics: ServiceMetrics, request: FastifyRequest, reply
   const started = performance.now();
   reply.raw.once('close', () => {
     const status = reply.raw.headersSent ? reply.raw.statusCode : CLIENT_CLOSED_REQUEST;
-    metrics.observeRequest(request.method, route, status, (performance.now() - started) / 1000);
+    const seconds = (performance.now() - started) / 1000;
+    metrics.observeRequest(request.method, route, status, seconds);
+    // `--log-level debug`: one line per request, by its route (never its URL, which may carry ids or text).
+    request.log.debug({ method: request.method, route, status, ms: Math.round(seconds * 1000) }, 'request answered');
   });
 }
 

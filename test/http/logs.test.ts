@@ -17,8 +17,11 @@ interface LogLine {
   kind?: string;
   client?: string;
   from?: string | null;
-  status?: string;
+  status?: string | number;
   ms?: number;
+  route?: string;
+  method?: string;
+  request_id?: string;
 }
 
 function jsonLines(output: string): LogLine[] {
@@ -63,6 +66,13 @@ describe('logs (LMSP 12)', () => {
 
       const output = service.output();
       assert.ok(jsonLines(output).some((line) => line.msg === 'task completed'), 'the log is not empty');
+      // Debug (and trace) add a line per request: its route, status and time, never its URL.
+      const answered = jsonLines(output).filter((line) => line.msg === 'request answered');
+      const cancel = answered.find((line) => line.route === '/v1/responses/:id/cancel');
+      assert.ok(cancel && cancel.method === 'POST' && cancel.status === 202 && typeof cancel.ms === 'number' && /^req_/.test(cancel.request_id ?? ''),
+        JSON.stringify(cancel));
+      assert.ok(answered.some((line) => line.route === '/v1/pair' && line.status === 401), 'refusals too');
+      assert.ok(!answered.some((line) => JSON.stringify(line).includes(background.id)), 'no id from a URL');
       for (const secret of secrets) {
         assert.ok(!output.includes(secret), 'a token appears in the output');
         assert.ok(!output.includes(secret.slice('lmsp_'.length)), 'a token body appears in the output');
