@@ -25,10 +25,13 @@ interface Firefox {
 }
 
 async function withFirefox<T>(run: (firefox: Firefox) => Promise<T>): Promise<T> {
-  const browser: Browser = await puppeteer.launch({ browser: 'firefox', executablePath: FIREFOX!, headless: true });
+  // The window's size, not a viewport override: puppeteer sets one with a screen orientation
+  // override too, a WebDriver BiDi command that Firefox ESR 140 does not know.
+  const browser: Browser = await puppeteer.launch({
+    browser: 'firefox', executablePath: FIREFOX!, headless: true, defaultViewport: null, args: ['--width=1280', '--height=900'],
+  });
   try {
     const page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 900 });
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(`script error: ${String(error)}`));
     page.on('console', (message) => {
