@@ -126,9 +126,13 @@ function listOf(text: string): string[] {
 
 const HOST_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?$/i;
 
-/** An IP address, or a host name (RFC 1123; all digits and dots is no name, but an IPv4 address gone wrong). */
+/**
+ * An IP address, or a host name (RFC 1123). A name made only of numbers (`127.1`, `0x7f.1`) is
+ * none: it is an IPv4 address in a form the resolver reads but a Host header never matches.
+ */
 function hostParser(text: string): string {
-  if (isIP(text) !== 0 || (HOST_NAME.test(text) && !/^[0-9.]+$/.test(text))) return text;
+  const numbersOnly = text.replace(/\.$/, '').split('.').every((label) => /^(0x[0-9a-f]*|[0-9]+)$/i.test(label));
+  if (isIP(text) !== 0 || (HOST_NAME.test(text) && !numbersOnly)) return text;
   throw new Error('expected an IP address or a host name');
 }
 

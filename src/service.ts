@@ -70,7 +70,7 @@ export interface RunningService {
 export { createLogger } from './logging.js';
 
 function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+  return host.toLowerCase() === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
 /** Saved sequence states of tasks that will not resume are of no more use. */

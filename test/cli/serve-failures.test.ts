@@ -156,6 +156,7 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
         [['--port', 'abc'], /--port: expected an integer/],
         [['--host', '999.1.1.1'], /--host: expected an IP address or a host name, got '999\.1\.1\.1'/],
         [['--host', 'bad host!!'], /--host: expected an IP address or a host name/],
+        [['--host', '0x7f.1'], /--host: expected an IP address or a host name/],
         [['--name', ' '], /--name: expected a name/],
       ];
       for (const [flags, message] of cases) {
