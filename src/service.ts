@@ -4,7 +4,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ensureOperatorToken } from './auth/clients.js';
@@ -87,27 +87,42 @@ function removeStaleStates(stateDir: string, resumable: () => Set<string>): void
 
 /**
  * The open database, whose file was deleted or replaced while the service ran, copied to a new
- * file beside its path; null if it cannot be (a full disk: its log is then left to the operator).
+ * file beside its path (private to its owner, as the database is); null if it cannot be (a full
+ * disk), and then no partial copy is left.
  */
 function saveLostDatabase(store: Store, log: Logger): string | null {
   const target = `${store.db.path}.lost-${Date.now()}`;
+  const umask = process.umask(0o077);
   try {
+    // The whole data directory may have gone with it.
+    mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
     store.db.copyTo(target);
     return target;
   } catch (error) {
+    rmSync(target, { force: true });
     log.error({ error: String(error) }, 'could not copy the database the service ran on');
     return null;
+  } finally {
+    process.umask(umask);
   }
 }
 
-/** Puts the copy where the database was, if nothing is there now; else leaves it beside, for the operator. */
-function restoreLostDatabase(path: string, saved: string, log: Logger): void {
-  if (existsSync(path)) {
+/**
+ * Once the lost database is closed: its copy goes where it was if nothing is there now, else it
+ * stays beside the file put there, for the operator. Its log and shared memory, named by the path,
+ * go in both cases (the copy holds what they held): left there, the next open would replay them
+ * onto whatever file is at the path. With no copy, a log beside no database stays, so that the
+ * next start refuses rather than starting empty without a word.
+ */
+function settleLostDatabase(path: string, saved: string | null, log: Logger): void {
+  const replaced = existsSync(path);
+  if (saved === null && !replaced) return;
+  for (const suffix of ['-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+  if (saved === null) return;
+  if (replaced) {
     log.error({ copy: saved }, `another file is at ${path} now, and it was left as it is: the database the service ran on is at ${saved}`);
     return;
   }
-  // What is left of the lost database's log would be replayed onto its copy: the copy holds it all.
-  for (const suffix of ['-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
   renameSync(saved, path);
   log.error(`the database the service ran on, written back to ${path} with everything it committed: start the service again to go on`);
 }
@@ -202,6 +217,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
     () => store.totalChanges(),
     () => store.retention.anythingExpired(retentionCutoff(config.retentionMs), nowSeconds()),
+    () => store.db.fileLost() === null,
   );
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
   // checkpoints move to the maintenance worker too, off the thread that answers requests.
@@ -271,10 +287,12 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
         await engine.close();
         timeline.close();
         store.db.onCommit = null;
-        // The database the service ran on, its last commits included, copied out before it closes.
-        const saved = databaseLost ? saveLostDatabase(store, log) : null;
+        // The database the service ran on, its last commits included, copied out before it closes:
+        // asked again here, as a stop may come before the watchdog has seen the file go.
+        const lost = databaseLost || store.db.fileLost() !== null;
+        const saved = lost ? saveLostDatabase(store, log) : null;
         await store.close();
-        if (saved) restoreLostDatabase(store.db.path, saved, log);
+        if (lost) settleLostDatabase(store.db.path, saved, log);
         rmSync(serviceFile, { force: true });
       })();
       return closing;

@@ -45,7 +45,13 @@ export class Maintenance {
   constructor(private readonly settings: MaintenanceSettings, private readonly sweepIntervalMs: number,
     private readonly log: { info: (counts: SweepCounts) => void; error: (message: string) => void },
     private readonly changes: () => number = () => NaN,
-    private readonly anythingToSweep: () => boolean = () => true) {}
+    private readonly anythingToSweep: () => boolean = () => true,
+    /**
+     * Whether the file at the database's path is still the one the service opened: a worker
+     * opens it by path, and opened on a file put there since, it would write this database's log
+     * into that file.
+     */
+    private readonly databaseInPlace: () => boolean = () => true) {}
 
   private ensureWorker(): Worker {
     this.lastActivity = Date.now();
@@ -75,7 +81,7 @@ export class Maintenance {
     if (this.sweeping) return this.sweeping;
     let due = true;
     try {
-      due = this.anythingToSweep();
+      due = this.databaseInPlace() && this.anythingToSweep();
     } catch {
       // unknown: let the worker find out
     }
@@ -115,6 +121,7 @@ export class Maintenance {
 
   /** Checkpoints when something was written since the last time; retires a worker that idles. */
   private tick(): void {
+    if (!this.databaseInPlace()) return;
     let changes: number;
     try {
       changes = this.changes();

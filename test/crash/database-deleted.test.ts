@@ -5,7 +5,8 @@
  * that finds the database's log without the database refuses rather than starting over beside it.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ResponseObject } from '../../src/api/types.js';
@@ -40,6 +41,43 @@ describe('the database deleted from under the service (LMSP 11)', () => {
         return current.task.status === 'completed' ? current : null;
       }, { timeoutMs: 60_000, what: 'the background task to finish' });
       assert.equal(resumed.usage?.output_tokens, 300, 'resumed where it was');
+    }));
+
+  test('deleted and stopped at once (before the check every 2 s): the stop writes it back', { timeout: 120_000 }, () =>
+    withService({}, async (service) => {
+      const made = await service.client.createResponse({ model: 'lmsp-tiny', input: 'kept', background: true, max_output_tokens: 5 });
+      const database = join(service.dataDir, 'lmsp.db');
+      rmSync(database);
+      await service.stop();
+      assert.ok(existsSync(database), `written back:\n${service.output()}`);
+      assert.equal(statSync(database).mode & 0o777, 0o600, 'private to its owner, as the database is');
+      const restarted = await service.restart();
+      assert.equal((await restarted.client.getResponse(made.body.id)).id, made.body.id);
+    }));
+
+  test('replaced by another file while the service runs: the service stops, keeps the database it ran on beside it, and the next start serves the file put there', { timeout: 120_000 }, () =>
+    withService({}, async (service) => {
+      const database = join(service.dataDir, 'lmsp.db');
+      const before = await service.client.createResponse({ model: 'lmsp-tiny', input: 'in the backup', max_output_tokens: 3 });
+      // An operator restores a backup over the running service's database (a new file, renamed in).
+      const backup = new BetterSqlite3(database, { readonly: true });
+      await backup.backup(`${database}.backup`);
+      backup.close();
+      const after = await service.client.createResponse({ model: 'lmsp-tiny', input: 'after the backup', max_output_tokens: 3 });
+      renameSync(`${database}.backup`, database);
+      const code = await waitFor(() => service.child.exitCode, { timeoutMs: 30_000, what: 'the service to stop' });
+      assert.equal(code, 74, service.output());
+      assert.equal(existsSync(`${database}-wal`), false, 'no log of the other database beside it, to be replayed onto it');
+      const copies = readdirSync(service.dataDir).filter((name) => name.startsWith('lmsp.db.lost-'));
+      assert.equal(copies.length, 1, service.output());
+      const copy = join(service.dataDir, copies[0]!);
+      assert.equal(statSync(copy).mode & 0o777, 0o600);
+      const kept = new BetterSqlite3(copy, { readonly: true });
+      assert.equal((kept.prepare('SELECT count(*) AS n FROM responses WHERE id IN (?, ?)').get(before.body.id, after.body.id) as { n: number }).n, 2, 'the copy holds everything');
+      kept.close();
+      const restarted = await service.restart();
+      assert.equal((await restarted.client.getResponse(before.body.id)).id, before.body.id, 'the backup serves');
+      assert.equal((await api(restarted, `/v1/responses/${after.body.id}`)).status, 404, 'as it was when it was taken');
     }));
 
   test('its log left without it (deleted while the service was down): every command refuses (65) and touches nothing', { timeout: 120_000 }, () =>
