@@ -314,8 +314,9 @@ export class ModelRegistry {
    */
   /**
    * A data directory moved, renamed or restored elsewhere carries its model files with it: a model
-   * recorded inside the folder it was in last time is the file at the same place inside this one,
-   * where that file exists (it is checked as any file is before it loads). Answers how many moved.
+   * recorded inside the folder it was in last time is the file at the same place inside this one
+   * (checked as any file is before it loads, and `missing` if it is not there), never the other
+   * folder's. Answers how many moved.
    */
   async followDataDir(): Promise<number> {
     const now = await realpath(dirname(this.store.db.path));
@@ -323,8 +324,7 @@ export class ModelRegistry {
     if (before === now) return 0;
     const moved = before === null ? [] : this.store.models.list().flatMap((model) => {
       if (!model.path.startsWith(`${before}${sep}`)) return [];
-      const path = join(now, relative(before, model.path));
-      return existsSync(path) ? [{ ...model, path }] : [];
+      return [{ ...model, path: join(now, relative(before, model.path)) }];
     });
     await this.store.db.write(() => {
       for (const model of moved) this.store.models.updateFile(model);

@@ -331,18 +331,22 @@ describe('model registry (LMSP section 5)', () => {
     withService({}, async (service) => {
       copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'kept.gguf'));
       assert.equal((await register(service, { path: 'kept.gguf', id: 'kept' })).status, 201);
+      copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'gone.gguf'));
+      assert.equal((await register(service, { path: 'gone.gguf', id: 'gone' })).status, 201);
       await service.stop();
       const restored = makeDataDir('restored');
       cpSync(service.dataDir, restored, { recursive: true, preserveTimestamps: true });
+      // A file the restored folder lacks is missing there, not taken from the folder it came from.
+      rmSync(join(restored, 'models', 'gone.gguf'));
       // The original is gone (moved away): what the restored folder serves must be its own files.
       renameSync(service.dataDir, `${service.dataDir}-away`);
       try {
         const elsewhere = await startService({ dataDir: restored });
         try {
           const models = await elsewhere.client.listModels();
-          assert.deepEqual(models.map((model) => model.id).sort(), ['kept', 'lmsp-tiny']);
+          assert.deepEqual(models.map((model) => model.id).sort(), ['gone', 'kept', 'lmsp-tiny']);
           for (const model of models) {
-            assert.equal(model.status, 'ready', model.id);
+            assert.equal(model.status, model.id === 'gone' ? 'missing' : 'ready', model.id);
             assert.ok(model.path!.startsWith(`${realpathSync(restored)}/models/`), `${model.id} at ${model.path}`);
           }
           assert.equal((await elsewhere.client.createResponse({ model: 'kept', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
