@@ -137,8 +137,10 @@ export interface Engine {
    * Throws EngineInputError for a bad input, EngineError when the model cannot be used.
    */
   embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal, confirm?: LoadConfirmation): Promise<EmbedResult>;
-  /** Ids of the models loaded now (GET /v1/models `loaded`). */
+  /** Ids of the models loaded now, as they were loaded (`lmsp_models_loaded` counts them). */
   loadedModelIds(): Set<string>;
+  /** Whether a runner holds this model's file now, under whichever id it was loaded (GET /v1/models `loaded`). */
+  isLoaded(model: ModelRef): boolean;
   /** A model unregistered (LMSP 5): runners holding it idle unload it now, not at keep-alive. */
   unloadModel(model: ModelRef): void;
   /** Called whenever a lease is released or a model unloaded, so waiting work can retry. */

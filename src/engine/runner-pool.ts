@@ -128,6 +128,10 @@ export class RunnerPool implements Engine {
     return new Set(this.runners.filter((runner) => runner.model).map((runner) => runner.model!.id));
   }
 
+  isLoaded(model: ModelRef): boolean {
+    return this.runners.some((runner) => sameModel(runner.model, model));
+  }
+
   unloadModel(model: ModelRef): void {
     // A runner still computing embeddings with it keeps it until they end, then its keep-alive.
     const idle = this.runners.filter((runner) => !runner.busy && runner.embeds === 0 && sameModel(runner.model, model));

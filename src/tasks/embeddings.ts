@@ -95,7 +95,7 @@ async function compute(core: Pick<TaskCore, 'registry' | 'engine'>, model: Model
   try {
     // LMSP 5: the file is checked against its record before a runner loads it, and is still that
     // file once loaded, and at each use of a runner that holds it.
-    const loaded = core.engine.loadedModelIds().has(model.id);
+    const loaded = core.engine.isLoaded(model);
     if (loaded) await core.registry.checkLoaded(model.id);
     const verified = loaded ? null : await core.registry.checkBeforeLoad(model.id);
     const result = await core.engine.embed({ id: model.id, path: model.path, digest: model.digest },

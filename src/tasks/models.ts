@@ -13,7 +13,7 @@ import type { TaskCore } from './core.js';
 import { assertNotBeingPulled } from './pulls.js';
 
 /** What the model use cases need: the engine only to tell which models are loaded, when there is one. */
-export type ModelDeps = Pick<TaskCore, 'store' | 'registry'> & { engine?: Pick<Engine, 'loadedModelIds' | 'unloadModel'> };
+export type ModelDeps = Pick<TaskCore, 'store' | 'registry'> & { engine?: Pick<Engine, 'isLoaded' | 'unloadModel'> };
 
 export type ModelOutcome = { replay: StoredAnswer } | { model: ModelObject };
 
@@ -22,7 +22,7 @@ export type ModelOutcome = { replay: StoredAnswer } | { model: ModelObject };
  * `missing` at once); `path` only for clients that may register models.
  */
 export function modelView(deps: ModelDeps, model: Model, includePath: boolean): ModelObject {
-  return toModelObject(deps.registry.observe(model), deps.engine?.loadedModelIds().has(model.id) ?? false, includePath);
+  return toModelObject(deps.registry.observe(model), deps.engine?.isLoaded(model) ?? false, includePath);
 }
 
 export function listModels(deps: ModelDeps, includePath: boolean): ModelObject[] {

@@ -372,11 +372,17 @@ describe('model registry (LMSP section 5)', () => {
     await service.client.cancelResponse(running.body.id);
     await waitFor(async () => (await service.client.getResponse(running.body.id)).status === 'cancelled');
     assert.equal((await service.client.getModel('busy')).loaded, true);
-    // Another id for the same file: unregistering it leaves the file loaded for the first.
+    // Another id for the same file shows it loaded too; unregistering one leaves the file loaded for the other.
     assert.equal((await register(service, { path: 'busy.gguf', id: 'twin' })).status, 201);
+    assert.equal((await service.client.getModel('twin')).loaded, true);
     assert.equal((await api(service, '/v1/models/twin', { method: 'DELETE' })).status, 200);
     assert.equal((await service.client.getModel('busy')).loaded, true);
     assert.equal((await scrape(service.url, service.token)).value('lmsp_models_loaded'), 1);
+    assert.equal((await register(service, { path: 'busy.gguf', id: 'twin' })).status, 201);
+    assert.equal((await api(service, '/v1/models/busy', { method: 'DELETE' })).status, 200);
+    assert.equal((await service.client.getModel('twin')).loaded, true, 'loaded under the id just deleted, still the file of this one');
+    assert.equal((await register(service, { path: 'busy.gguf', id: 'busy' })).status, 201);
+    assert.equal((await api(service, '/v1/models/twin', { method: 'DELETE' })).status, 200);
     const deleted = await api(service, '/v1/models/busy', { method: 'DELETE' });
     assert.equal(deleted.status, 200);
     assert.deepEqual(await deleted.json(), { id: 'busy', object: 'model', deleted: true });

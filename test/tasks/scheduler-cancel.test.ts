@@ -28,6 +28,7 @@ function withAfterLoad(pool: RunnerPool, afterLoad: () => Promise<void>): Engine
     countTokens: (model, messages, tools) => pool.countTokens(model, messages, tools),
     embed: (model, request, signal, confirm) => pool.embed(model, request, signal, confirm),
     loadedModelIds: () => pool.loadedModelIds(),
+    isLoaded: (model) => pool.isLoaded(model),
     unloadModel: (model) => pool.unloadModel(model),
     onCapacity: (listener) => pool.onCapacity(listener),
     close: () => pool.close(),
