@@ -217,7 +217,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     { info: (counts) => log.info(counts, 'swept expired records'), error: (message) => log.error(message) },
     () => store.totalChanges(),
     () => store.retention.anythingExpired(retentionCutoff(config.retentionMs), nowSeconds()),
-    () => store.db.fileLost() === null,
+    () => store.db.fileLost() === null && store.db.logLost() === null,
   );
   // LMSP section 10: the sweeper runs after recovery at startup, then periodically. WAL
   // checkpoints move to the maintenance worker too, off the thread that answers requests.
@@ -259,12 +259,16 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
 
   const lostListeners: Array<(reason: string) => void> = [];
   let databaseLost = false;
+  store.db.logLost(); // notes the log as it is now
   const watchdog = setInterval(() => {
-    const reason = store.db.fileLost();
+    const fileLost = store.db.fileLost();
+    const reason = fileLost ?? store.db.logLost();
     if (reason === null) return;
     clearInterval(watchdog);
-    databaseLost = true;
-    log.error({ data_dir: config.dataDir }, `${reason}: what the service writes is no longer kept there`);
+    databaseLost = fileLost !== null;
+    // A lost log only stops the service: its clean close writes what the log holds into the database.
+    log.error({ data_dir: config.dataDir }, databaseLost ? `${reason}: what the service writes is no longer kept there`
+      : `${reason}: stopping, so that what it holds is written into the database while it can be`);
     for (const listener of lostListeners) listener(reason);
   }, DATABASE_WATCH_MS);
   watchdog.unref();

@@ -255,6 +255,25 @@ export class Database {
     return now.dev === this.identity.dev && now.ino === this.identity.ino ? null : `the database ${this.path} was replaced by another file while the service ran`;
   }
 
+  /** The write-ahead log this connection uses, once seen: SQLite keeps it while any connection is open. */
+  private logIdentity: { dev: number; ino: number } | null = null;
+
+  /**
+   * Why the open database's write-ahead log is no longer the file at its path (deleted), or null
+   * while it is: SQLite goes on writing to the open log, and what it holds is lost if the process
+   * then dies before a checkpoint; a clean close still writes it into the database.
+   */
+  logLost(): string | null {
+    const log = `${this.path}-wal`;
+    const now = statSync(log, { throwIfNoEntry: false });
+    if (this.logIdentity === null) {
+      if (now) this.logIdentity = { dev: now.dev, ino: now.ino };
+      return null;
+    }
+    if (now && now.dev === this.logIdentity.dev && now.ino === this.logIdentity.ino) return null;
+    return `the database's write-ahead log ${log} was ${now ? 'replaced' : 'deleted'} while the service ran`;
+  }
+
   /** A consistent copy of the open database, its log included, made at `target` (SQLite's VACUUM INTO). */
   copyTo(target: string): void {
     this.sqlite.prepare('VACUUM INTO ?').run(target);

@@ -80,6 +80,22 @@ describe('the database deleted from under the service (LMSP 11)', () => {
       assert.equal((await api(restarted, `/v1/responses/${after.body.id}`)).status, 404, 'as it was when it was taken');
     }));
 
+  test('its write-ahead log deleted while the service runs: it stops with exit 74, writing what the log held into the database', { timeout: 120_000 }, () =>
+    withService({}, async (service) => {
+      const first = await service.client.createResponse({ model: 'lmsp-tiny', input: 'before', background: true, max_output_tokens: 5 });
+      const log = join(service.dataDir, 'lmsp.db-wal');
+      rmSync(log);
+      const late = await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'after', background: true, max_output_tokens: 5 } })
+        .catch(() => null);
+      const lateId = late?.status === 202 ? ((await late.json()) as ResponseObject).id : null;
+      const code = await waitFor(() => service.child.exitCode, { timeoutMs: 30_000, what: 'the service to stop' });
+      assert.equal(code, 74, service.output());
+      assert.match(service.output(), /write-ahead log .* was deleted while the service ran/);
+      const restarted = await service.restart();
+      assert.equal((await restarted.client.getResponse(first.body.id)).id, first.body.id);
+      if (lateId) assert.equal((await restarted.client.getResponse(lateId)).id, lateId, 'the 202 after the deletion was kept');
+    }));
+
   test('its log left without it (deleted while the service was down): every command refuses (65) and touches nothing', { timeout: 120_000 }, () =>
     withService({}, async (service) => {
       await service.client.createResponse({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 3 });
