@@ -258,16 +258,14 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   log.info({ url: info.url, listening: url, data_dir: config.dataDir, id: serviceId }, `lmsp ${SOFTWARE_VERSION} listening on ${info.url}`);
 
   const lostListeners: Array<(reason: string) => void> = [];
-  let databaseLost = false;
   store.db.logLost(); // notes the log as it is now
   const watchdog = setInterval(() => {
     const fileLost = store.db.fileLost();
     const reason = fileLost ?? store.db.logLost();
     if (reason === null) return;
     clearInterval(watchdog);
-    databaseLost = fileLost !== null;
     // A lost log only stops the service: its clean close writes what the log holds into the database.
-    log.error({ data_dir: config.dataDir }, databaseLost ? `${reason}: what the service writes is no longer kept there`
+    log.error({ data_dir: config.dataDir }, fileLost !== null ? `${reason}: what the service writes is no longer kept there`
       : `${reason}: stopping, so that what it holds is written into the database while it can be`);
     for (const listener of lostListeners) listener(reason);
   }, DATABASE_WATCH_MS);
@@ -291,9 +289,9 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
         await engine.close();
         timeline.close();
         store.db.onCommit = null;
-        // The database the service ran on, its last commits included, copied out before it closes:
-        // asked again here, as a stop may come before the watchdog has seen the file go.
-        const lost = databaseLost || store.db.fileLost() !== null;
+        // The database the service ran on, its last commits included, copied out before it closes
+        // (a file once lost stays lost, so this also covers a stop before the watchdog saw it go).
+        const lost = store.db.fileLost() !== null;
         const saved = lost ? saveLostDatabase(store, log) : null;
         await store.close();
         if (lost) settleLostDatabase(store.db.path, saved, log);

@@ -66,7 +66,5 @@ export const MAX_KEY_BYTES = 65_535;
 /** ggml keeps a tensor name NUL-terminated in 64 bytes. */
 export const MAX_TENSOR_NAME_BYTES = 63;
 export const MAX_TENSOR_DIMS = 4;
-/** gguf.md lets arrays hold arrays; a bound on the depth keeps validation iterative in practice. */
-
 /** The smallest tensor info, which bounds the tensor count by the bytes that remain. */
 export const MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8; // name length, a 1-byte name, n_dims, one dim, type, offset

@@ -309,10 +309,6 @@ export class ModelRegistry {
   }
 
   /**
-   * The built-in model: written by our own code into the models directory and registered on the
-   * first start of a data directory, so a fresh install serves requests with nothing to download.
-   */
-  /**
    * A data directory moved, renamed or restored elsewhere carries its model files with it: a model
    * recorded inside the folder it was in last time is the file at the same place inside this one
    * (checked as any file is before it loads, and `missing` if it is not there), never the other
@@ -333,6 +329,10 @@ export class ModelRegistry {
     return moved.length;
   }
 
+  /**
+   * The built-in model: written by our own code into the models directory and registered on the
+   * first start of a data directory, so a fresh install serves requests with nothing to download.
+   */
   async ensureBuiltin(): Promise<void> {
     if (this.store.config.get(BUILTIN_REGISTERED_KEY)) return;
     mkdirSync(this.modelsDir, { recursive: true, mode: 0o755 });

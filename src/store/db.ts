@@ -186,6 +186,20 @@ function assertLmspSchema(sqlite: Sqlite, path: string, latest: number): void {
   }
 }
 
+/**
+ * What became of the file opened as `identity`, as its path names it now: `deleted`, `replaced`
+ * by another file, or null while it is the same (or when the file system cannot tell).
+ */
+function fileChange(path: string, identity: { dev: number; ino: number }): 'deleted' | 'replaced' | null {
+  let now: { dev: number; ino: number };
+  try {
+    now = statSync(path);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'deleted' : null;
+  }
+  return now.dev === identity.dev && now.ino === identity.ino ? null : 'replaced';
+}
+
 export class Database {
   readonly sqlite: Sqlite;
   readonly path: string;
@@ -245,14 +259,8 @@ export class Database {
    * on would be lost at the next start.
    */
   fileLost(): string | null {
-    let now: { dev: number; ino: number };
-    try {
-      now = statSync(this.path);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return null; // cannot tell: no verdict
-      return `the database ${this.path} was deleted while the service ran`;
-    }
-    return now.dev === this.identity.dev && now.ino === this.identity.ino ? null : `the database ${this.path} was replaced by another file while the service ran`;
+    const change = fileChange(this.path, this.identity);
+    return change && `the database ${this.path} was ${change === 'replaced' ? 'replaced by another file' : 'deleted'} while the service ran`;
   }
 
   /** The write-ahead log this connection uses, once seen: SQLite keeps it while any connection is open. */
@@ -265,13 +273,13 @@ export class Database {
    */
   logLost(): string | null {
     const log = `${this.path}-wal`;
-    const now = statSync(log, { throwIfNoEntry: false });
     if (this.logIdentity === null) {
-      if (now) this.logIdentity = { dev: now.dev, ino: now.ino };
+      const seen = statSync(log, { throwIfNoEntry: false });
+      if (seen) this.logIdentity = { dev: seen.dev, ino: seen.ino };
       return null;
     }
-    if (now && now.dev === this.logIdentity.dev && now.ino === this.logIdentity.ino) return null;
-    return `the database's write-ahead log ${log} was ${now ? 'replaced' : 'deleted'} while the service ran`;
+    const change = fileChange(log, this.logIdentity);
+    return change && `the database's write-ahead log ${log} was ${change} while the service ran`;
   }
 
   /** A consistent copy of the open database, its log included, made at `target` (SQLite's VACUUM INTO). */
