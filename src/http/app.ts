@@ -13,8 +13,8 @@ import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppContext, RouteAccess, RouteAnswers } from './context.js';
 import { registerAuth } from './auth.js';
 import {
-  answerWhatNodeWouldRefuse, clientErrorHandler, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds, KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH,
-  REQUEST_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS,
+  answerWhatNodeWouldRefuse, capConnections, clientErrorHandler, connectionCap, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds,
+  KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH, openFileLimit, REQUEST_TIMEOUT_MS, RESERVED_FILES, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
 import { allowedHostNames, hostName, registerGuards, setCors } from './guards.js';
 import { registerServiceRoutes } from './routes/service.js';
@@ -227,6 +227,14 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   });
   const servedNames = allowedHostNames(config.host, config.allowedHosts);
   answerWhatNodeWouldRefuse(app.server, (authority) => servedNames.has(hostName(authority) ?? ''));
+  const openFiles = openFileLimit();
+  const connections = connectionCap(config.maxConnections, openFiles);
+  if (connections < config.maxConnections) {
+    app.log.warn({ max_connections: connections, open_files: openFiles },
+      `--max-connections is lowered to ${connections}: the process may open ${openFiles} files, and keeps ${RESERVED_FILES} for itself`);
+  }
+  capConnections(app.server, connections, () => metrics.countDroppedConnection(),
+    (message) => app.log.warn({ max_connections: connections }, message));
 
   // Bodies are validated strictly (a string is never taken for a number: LMSP section 2 wants
   // a 400 naming the field); query strings are text and are coerced to their declared types.

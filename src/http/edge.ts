@@ -11,7 +11,11 @@
  *   pools of the clients people use keep theirs (undici, and so the `openai` package, 4 s; Node's
  *   http agent 5 s), so a reused connection never meets one the service has just closed.
  * - JSON nested deeper than 64 levels is refused before it is parsed (LMSP section 2).
+ * - Open connections are capped (`--max-connections`), below the process's open-file limit: a
+ *   neighbour that opens connections by the thousand gets the extra ones closed at once, and
+ *   the service keeps the files it needs for itself (its database, its runners, model files).
  */
+import { readFileSync } from 'node:fs';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { invalidRequest, ServiceError } from '../domain/errors.js';
@@ -25,6 +29,50 @@ export const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 /** An answer given before the body was read waits for at most this many times the body limit. */
 export const DRAIN_FACTOR = 4;
 export const MAX_JSON_DEPTH = 64;
+/**
+ * Open files kept for the service itself beyond its connections: the database and its log (on
+ * two connections), the runners' pipes and state files, model files being loaded or pulled.
+ */
+export const RESERVED_FILES = 256;
+/** The fewest connections a cap allows, however low the open-file limit. */
+const MIN_CONNECTIONS = 16;
+/** A warning about connections closed at the cap is logged at most this often. */
+const DROP_WARNING_INTERVAL_MS = 60_000;
+
+/** This process's soft limit on open files, from Linux's `/proc/self/limits`; null where unknown or unlimited. */
+export function openFileLimit(limitsFile = '/proc/self/limits'): number | null {
+  let text: string;
+  try {
+    text = readFileSync(limitsFile, 'utf8');
+  } catch {
+    return null;
+  }
+  const soft = /^Max open files\s+(\S+)/m.exec(text)?.[1];
+  return soft !== undefined && /^\d+$/.test(soft) ? Number(soft) : null;
+}
+
+/** The connections to accept: as asked, but no more than the open-file limit leaves beside the reserve. */
+export function connectionCap(wanted: number, openFiles: number | null): number {
+  if (openFiles === null) return wanted;
+  return Math.min(wanted, Math.max(MIN_CONNECTIONS, openFiles - RESERVED_FILES));
+}
+
+/**
+ * Closes a new connection at once while `cap` are open (Node's `maxConnections`), counting each
+ * one so closed and warning at most once a minute: a client then sees the connection reset, which
+ * the `openai` package and others retry.
+ */
+export function capConnections(server: Server, cap: number, dropped: () => void, warn: (message: string) => void): void {
+  server.maxConnections = cap;
+  let warnedAt = -Infinity;
+  server.on('drop', () => {
+    dropped();
+    const now = performance.now();
+    if (now - warnedAt < DROP_WARNING_INTERVAL_MS) return;
+    warnedAt = now;
+    warn(`a new connection was closed at once: ${cap} are open, the most --max-connections allows`);
+  });
+}
 
 /**
  * Whether JSON text nests arrays and objects deeper than `max`, found by one pass over the text

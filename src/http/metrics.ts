@@ -46,6 +46,7 @@ export class ServiceMetrics {
   private readonly commitDuration;
   private readonly recovered;
   private readonly interrupted;
+  private readonly droppedConnections;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -119,6 +120,14 @@ export class ServiceMetrics {
       labelNames: ['action'] as const, registers,
     });
     for (const action of INTERRUPTION_ACTIONS) this.interrupted.inc({ action }, 0);
+    this.droppedConnections = new Counter({
+      name: 'lmsp_http_connections_dropped_total',
+      help: 'New connections closed at once because --max-connections were open.', registers,
+    });
+  }
+
+  countDroppedConnection(): void {
+    this.droppedConnections.inc();
   }
 
   /** Follows the task timeline: finished tasks, queue waits, first tokens, generated tokens. */

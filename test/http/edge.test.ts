@@ -5,9 +5,13 @@
  * raw sockets, 20 tries where a race is involved.
  */
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { api, withService } from '../helpers/service.js';
+import { connectionCap, openFileLimit, RESERVED_FILES } from '../../src/http/edge.js';
+import { api, waitFor, withService } from '../helpers/service.js';
 import { exchange, openSocket, rawRequest } from '../helpers/raw-http.js';
 
 const TRIES = 20;
@@ -218,4 +222,65 @@ describe('timeouts chosen on purpose', () => {
         socket.destroy();
       }
     }));
+});
+
+describe('open connections are capped (--max-connections)', () => {
+  const healthz = (host: string) => `GET /healthz HTTP/1.1\r\nHost: ${host}\r\n\r\n`;
+
+  test('past the cap a new connection is closed at once, counted and logged; the held ones go on, and a freed place is taken', () =>
+    // Raw sockets only: fetch's pool would keep connections of its own open, taking places.
+    withService({ args: ['--max-connections', '3'] }, async (service) => {
+      const host = new URL(service.url).host;
+      const held: Socket[] = [];
+      try {
+        for (let i = 0; i < 3; i++) {
+          const socket = await openSocket(service.url);
+          held.push(socket);
+          assert.equal((await exchange(socket, healthz(host))).status, 200, `kept-alive connection ${i + 1}`);
+        }
+        const extra = await openSocket(service.url);
+        extra.on('error', () => undefined); // the reset is what is looked for, read below
+        const answer = await exchange(extra, healthz(host), 5_000).catch((error: NodeJS.ErrnoException) => error);
+        extra.destroy();
+        // Reset, or closed without a word, as the request crosses the close.
+        if (answer instanceof Error) assert.equal(answer.code, 'ECONNRESET');
+        else assert.deepEqual([answer.status, answer.closed], [0, true], 'no answer on a connection past the cap, and closed');
+        assert.equal((await exchange(held[0]!, healthz(host))).status, 200, 'a held connection still answers');
+        held.shift()!.destroy();
+        const scrape = await waitFor(async () => {
+          const socket = await openSocket(service.url);
+          socket.on('error', () => undefined);
+          try {
+            const scraped = await exchange(socket, `GET /metrics HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${service.token}\r\nConnection: close\r\n\r\n`)
+              .catch(() => null);
+            return scraped?.status === 200 ? scraped.body : null;
+          } finally {
+            socket.destroy();
+          }
+        }, { what: 'a scrape once a place is free' });
+        assert.match(scrape, /^lmsp_http_connections_dropped_total [1-9]\d*$/m);
+        assert.match(service.output(), /a new connection was closed at once: 3 are open, the most --max-connections allows/);
+      } finally {
+        for (const socket of held) socket.destroy();
+      }
+    }));
+
+  test('the cap fits under the open-file limit, which is read from /proc/self/limits', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'lmsp-limits-'));
+    const limits = (soft: string) => {
+      const file = join(folder, `limits-${soft}`);
+      writeFileSync(file, 'Limit                     Soft Limit           Hard Limit           Units     \n'
+        + 'Max processes             63432                63432                processes \n'
+        + `Max open files            ${soft}                 524288               files     \n`);
+      return file;
+    };
+    assert.equal(openFileLimit(limits('1024')), 1024);
+    assert.equal(openFileLimit(limits('unlimited')), null, 'unlimited is no limit');
+    assert.equal(openFileLimit(join(folder, 'absent')), null, 'unknown where the file is missing (not Linux)');
+    assert.equal(connectionCap(4096, null), 4096);
+    assert.equal(connectionCap(4096, 1_048_576), 4096);
+    assert.equal(connectionCap(4096, 1024), 1024 - RESERVED_FILES, 'lowered to leave the service its own files');
+    assert.equal(connectionCap(4096, 100), 16, 'never below a few connections');
+    assert.equal(connectionCap(10, 1024), 10);
+  });
 });
