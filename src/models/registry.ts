@@ -14,7 +14,7 @@ import type { Store } from '../store/index.js';
 import { nowSeconds } from '../time.js';
 import { readGgufFacts, validateBeforeLoad } from './gguf.js';
 import { invalidModelFile } from './gguf-validator.js';
-import { hashFile, isInside, LinkedPathError, type HashProgress } from './hashing.js';
+import { ChangedWhileReadError, hashFile, isInside, LinkedPathError, NotRegularFileError, type HashProgress } from './hashing.js';
 
 export const BUILTIN_MODEL_ID = 'lmsp-tiny';
 const BUILTIN_REGISTERED_KEY = 'builtin.registered';
@@ -76,6 +76,21 @@ async function leadsOutside(folder: string, path: string): Promise<boolean> {
   return false;
 }
 
+/** A hash that failed because what stands at a model's path is not the file that was registered. */
+function notThisModelsFile(error: unknown): boolean {
+  return error instanceof LinkedPathError || error instanceof NotRegularFileError || error instanceof ChangedWhileReadError;
+}
+
+/** LMSP 5, 9: a file that changed or went away while it was being registered is the client's 400, never a 500. */
+function unreadableForRegistration(error: unknown): ServiceError {
+  if (error instanceof ChangedWhileReadError) return invalidModelFile('it changed while it was read; register it again once nothing writes to it');
+  if (error instanceof NotRegularFileError || error instanceof LinkedPathError) return invalidModelFile('it was replaced while it was read, by something that is not a regular file inside the models directory');
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') return invalidModelFile('it was removed while it was read');
+  // An I/O error of the file itself: its code, never its path.
+  return invalidModelFile(`the file cannot be read (${code ?? 'error'})`);
+}
+
 export class ModelRegistry {
   constructor(private readonly store: Store, readonly modelsDir: string) {}
 
@@ -96,17 +111,20 @@ export class ModelRegistry {
       throw invalidRequest('id', 'model ids are 1-128 characters of a-z, 0-9, ".", "_", ":" and "-", starting with a letter or digit');
     }
     const resolved = options.restrictToModelsDir ? await this.resolveInModelsDir(input.path) : await resolveFile(input.path, input.path);
-    // Stamped before it is read: a change while it is hashed shows at the next load.
     const info = await stat(resolved, { bigint: true });
     if (!info.isFile()) throw invalidModelFile('the path does not name a regular file');
     const id = input.id ?? modelIdFromPath(resolved);
     this.assertFree(id);
     const within = await this.realModelsDirs();
     const facts = await readGgufFacts(resolved, { within });
-    const digest = await hashFile(resolved, within, options.onProgress);
+    const { digest, stamp } = await hashFile(resolved, within, options.onProgress).catch((error: unknown) => {
+      throw unreadableForRegistration(error);
+    });
+    // The file validated, hashed and recorded is one file, unchanged from the first look to the last byte.
+    if (!sameFile(fileStampOf(info), stamp)) throw unreadableForRegistration(new ChangedWhileReadError(resolved));
     const now = nowSeconds();
     return {
-      id, path: resolved, digest, ...fileStampOf(info), status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
+      id, path: resolved, digest, ...stamp, status: 'ready', builtin: false, createdAt: now, verifiedAt: now, ...facts,
     };
   }
 
@@ -177,23 +195,23 @@ export class ModelRegistry {
     const model = this.store.models.get(id);
     if (!model) throw modelNotFound(id);
     let status: Model['status'];
-    let info: Awaited<ReturnType<typeof lstat>> | null = null;
+    let stamp = null;
     try {
-      info = await lstat(model.path, { bigint: true });
       // What stands at the registered path now is not the file that was registered (a link
-      // planted there, a pipe): not followed, not read.
-      if (!info.isFile()) status = 'digest_mismatch';
-      else status = (await hashFile(model.path, await this.realModelsDirs(), onProgress)) === model.digest ? 'ready' : 'digest_mismatch';
+      // planted there or at a folder above it, a pipe, a file written to while it is read):
+      // not followed, not read, not this model's.
+      const hashed = await hashFile(model.path, await this.realModelsDirs(), onProgress);
+      status = hashed.digest === model.digest ? 'ready' : 'digest_mismatch';
+      stamp = hashed.stamp;
     } catch (error) {
-      // A link at a folder above it leads to another file: not read, and not this model's.
-      status = error instanceof LinkedPathError ? 'digest_mismatch' : 'missing';
+      status = notThisModelsFile(error) ? 'digest_mismatch' : 'missing';
     }
     return {
       ...model,
       status,
       verifiedAt: nowSeconds(),
       // A file that hashes to its recorded digest again is known good as it is stamped now.
-      ...(status === 'ready' && info ? fileStampOf(info) : {}),
+      ...(status === 'ready' && stamp ? stamp : {}),
     };
   }
 
@@ -261,20 +279,26 @@ export class ModelRegistry {
       await validateBeforeLoad(model, within);
       return model;
     }
-    let digest;
+    let hashed;
     try {
-      digest = await hashFile(model.path, within);
+      hashed = await hashFile(model.path, within);
     } catch (error) {
-      if (!(error instanceof LinkedPathError)) throw error;
+      if (!notThisModelsFile(error)) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        await this.store.db.write(() => this.store.models.setStatus(id, 'missing'));
+        throw new EngineError('model_not_found', `the file of model '${id}' is missing`);
+      }
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
-      throw new EngineError('model_digest_mismatch', `the file of model '${id}' now lies behind a link, which is not followed (its target may lie outside the models directory)`);
+      const why = error instanceof LinkedPathError ? 'now lies behind a link, which is not followed (its target may lie outside the models directory)'
+        : error instanceof NotRegularFileError ? 'was replaced by something that is not a regular file' : 'changed while it was read';
+      throw new EngineError('model_digest_mismatch', `the file of model '${id}' ${why}`);
     }
-    if (digest !== model.digest) {
+    if (hashed.digest !== model.digest) {
       await this.store.db.write(() => this.store.models.setStatus(id, 'digest_mismatch', nowSeconds()));
-      throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${digest}, not ${model.digest}`);
+      throw new EngineError('model_digest_mismatch', `the file of model '${id}' changed: its digest is now ${hashed.digest}, not ${model.digest}`);
     }
     await validateBeforeLoad(model, within);
-    const updated: Model = { ...model, ...stamp, status: 'ready', verifiedAt: nowSeconds() };
+    const updated: Model = { ...model, ...hashed.stamp, status: 'ready', verifiedAt: nowSeconds() };
     await this.store.db.write(() => this.store.models.updateFile(updated));
     return updated;
   }
@@ -346,7 +370,7 @@ export class ModelRegistry {
       const info = await stat(real, { bigint: true });
       const within = await this.realModelsDirs();
       const facts = await readGgufFacts(real, { within });
-      const digest = await hashFile(real, within);
+      const { digest } = await hashFile(real, within);
       const now = nowSeconds();
       await this.store.db.write(() => {
         if (!this.store.models.get(BUILTIN_MODEL_ID)) {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { OPERATOR_TOKEN_FILE } from '../../auth/clients.js';
 import { fileStampOf, sameFile } from '../../domain/models.js';
-import { hashFile, LinkedPathError } from '../../models/hashing.js';
+import { hashFile } from '../../models/hashing.js';
 import { ModelRegistry } from '../../models/registry.js';
 import { DATABASE_FILE, Store } from '../../store/index.js';
 import { action, dataDirOf, holderOfSilentDataDir, loadConfig, printJson, runningService, withCommonOptions, type CommonOptions } from '../context.js';
@@ -47,10 +47,10 @@ export function registerDoctor(program: Command): void {
           if (options.verify || changed) {
             let digest;
             try {
-              digest = await hashFile(model.path, modelsDirs);
+              ({ digest } = await hashFile(model.path, modelsDirs));
             } catch (error) {
-              if (!(error instanceof LinkedPathError)) throw error;
-              add(`model ${model.id}`, 'fail', error.message);
+              // A link, a pipe or a folder at its path, a file written to or gone meanwhile.
+              add(`model ${model.id}`, 'fail', (error as Error).message);
               continue;
             }
             add(`model ${model.id}`, digest === model.digest ? 'ok' : 'fail', digest === model.digest ? `${model.digest} verified` : `digest is ${digest}, recorded ${model.digest}`);
