@@ -192,7 +192,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     keepAliveMs: config.keepAliveMs,
     settings: runnerSettings,
     debug: config.debug,
-    log: (level, message) => log[level](message),
+    log: (level, message, fields) => log[level](fields ?? {}, message),
     onModelLoad: (model, result) => metrics.observeModelLoad(model, result),
   });
   const core: TaskCore = { store, machine, registry, engine, bus, pairingKey: loadPairingKey(config.dataDir), stopping: false };

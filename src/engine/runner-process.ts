@@ -5,6 +5,7 @@
  * anybody asked for it (`kill()`) or not (a crash inside llama.cpp, the system killing it).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { ModelRef } from './engine.js';
 import type { ParentMessage, RunnerMessage, RunnerSettings } from './protocol.js';
@@ -15,7 +16,10 @@ export const RUNNER_SCRIPT = fileURLToPath(new URL('./runner.js', import.meta.ur
 /** The JavaScript heap of a runner process, in MiB: the runner's own objects need a fraction of it. */
 const RUNNER_HEAP_MB = 1024;
 
-export type RunnerLog = (level: 'info' | 'warn' | 'error', message: string) => void;
+export type RunnerLog = (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
+
+/** The longest line of a runner's own output that is logged whole; the rest of it is cut. */
+const OUTPUT_LINE_LIMIT = 4096;
 
 type Handler = (message: RunnerMessage) => void;
 
@@ -69,7 +73,10 @@ export class RunnerProcess {
     if (this.child) return this.child;
     const options = {
       env: { ...process.env, LMSP_RUNNER_SETTINGS: JSON.stringify(this.settings) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
+      // What the runner prints (llama.cpp's messages, which quote strings of the model file,
+      // V8's when it dies) becomes log lines of the service, one per line printed, so that the
+      // log stays one JSON object a line and a model file cannot write lines of its own into it.
+      stdio: ['ignore', this.log ? 'pipe' : 'inherit', this.log ? 'pipe' : 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'pipe' | 'ipc')[],
       serialization: 'json' as const,
     };
     // taskset sets the CPUs and execs node in its place: same process, same IPC channel. A model
@@ -81,6 +88,7 @@ export class RunnerProcess {
       ? spawn(this.pin.taskset, ['-c', this.pin.cpus, process.execPath, ...execArgv, RUNNER_SCRIPT], options)
       : fork(RUNNER_SCRIPT, [], { ...options, execArgv });
     const child: RunnerChild = { process: spawned, handlers: new Map(), exitListeners: new Set() };
+    this.logOutput(spawned);
     spawned.on('message', (message: RunnerMessage) => {
       if (message.type === 'ready') return;
       child.handlers.get(message.requestId)?.(message);
@@ -100,6 +108,20 @@ export class RunnerProcess {
     spawned.on('error', (error) => this.log?.('error', `runner process error: ${error.message}`));
     this.child = child;
     return child;
+  }
+
+  /** Logs each line a runner prints: standard output as info, standard error as warnings. */
+  private logOutput(spawned: ChildProcess): void {
+    const log = this.log;
+    if (!log) return;
+    for (const [stream, name, level] of [[spawned.stdout, 'stdout', 'info'], [spawned.stderr, 'stderr', 'warn']] as const) {
+      if (!stream) continue;
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
+        if (line.trim() === '') return;
+        const text = line.length > OUTPUT_LINE_LIMIT ? `${line.slice(0, OUTPUT_LINE_LIMIT)}... (${line.length} characters)` : line;
+        log(level, text, { runner_pid: spawned.pid, output: name });
+      });
+    }
   }
 
   /** Sends a request and routes its replies to `onMessage` until it returns true (done). */

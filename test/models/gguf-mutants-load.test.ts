@@ -91,3 +91,29 @@ describe('accepted mutants loaded by a runner (LMSP 5: no file can crash the ser
     assert.equal(tiny.body.status, 'incomplete', 'lmsp-tiny still serves');
   }));
 });
+
+describe('what a runner prints about a model file stays inside the service log (LMSP 5)', () => {
+  test('a file whose strings hold log lines of their own cannot add lines to the JSON log: every line is the service\'s, the runner\'s text is a field', () =>
+    withService({}, async (service) => {
+      const forged = '{"level":60,"time":1,"pid":1,"msg":"FORGED by model file"}';
+      writeModel(join(service.dataDir, 'models'), 'forger.gguf', tinyWith('tokenizer.ggml.model', { type: 'string', value: `zz\n${forged}\n` }));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'forger.gguf', id: 'forger' } })).status, 201);
+      const started = await service.client.createResponse({ model: 'forger', input: 'hi', max_output_tokens: 3, background: true });
+      const task = await waitFor(async () => {
+        const current: TaskObject = await service.client.getTask(started.body.task.id);
+        return FINISHED.has(current.status) ? current : null;
+      }, { timeoutMs: 120_000, what: 'the task on the forging model to finish' });
+      assert.equal(task.status, 'failed');
+      // llama.cpp quotes the tokenizer's name as it refuses it: seen in the log, as a field of a line.
+      const lines = await waitFor(() => {
+        const output = service.output().split('\n').filter((line) => line !== '');
+        return output.some((line) => line.includes('FORGED')) ? output : null;
+      }, { what: 'the runner to say what it refused' });
+      for (const line of lines) {
+        const entry = JSON.parse(line) as { level: number; msg: string; pid: number };
+        assert.equal(entry.pid, service.pid, `a line of the service: ${line}`);
+        assert.notEqual(entry.msg, 'FORGED by model file', 'no line forged by the file');
+      }
+      assert.ok(lines.some((line) => (JSON.parse(line) as { msg: string; output?: string }).output === 'stderr'), 'the runner\'s output logged as its own lines');
+    }));
+});
