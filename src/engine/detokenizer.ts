@@ -19,9 +19,14 @@ export class Detokenizer {
     return this.take(text);
   }
 
+  /**
+   * The end of a generation: the tokens held back. Those are held only while they end in an
+   * unfinished character, which then never came: it is no character, and is left out of the text
+   * (as OpenAI cuts an output at whole characters), its tokens still counted.
+   */
   flush(): TokenText | null {
     if (this.pending.length === 0) return null;
-    return this.take(this.model.detokenize(this.pending, false, this.tail));
+    return this.take(this.model.detokenize(this.pending, false, this.tail).replace(/\uFFFD+$/u, ''));
   }
 
   private take(text: string): TokenText {

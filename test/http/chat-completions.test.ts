@@ -475,6 +475,35 @@ describe('Chat Completions (LMSP 13)', () => {
     assert.ok(!none.choices[0]!.message.content!.includes('<tool_call>'));
   }));
 
+  test('an output cut by its token limit ends at a whole character, plain, streamed, stored and as tool arguments; the cut bytes still count', { timeout: 120_000 }, () =>
+    withService({}, async (service) => {
+      // lmsp-tiny's tokens are bytes: every limit below the whole text's length cuts it after another byte.
+      const schema = { type: 'object', properties: { a: { type: 'string', enum: ['é😀漢字ü'] } }, required: ['a'], additionalProperties: false };
+      const format = { response_format: { type: 'json_schema', json_schema: { name: 's', schema, strict: true } }, seed: 7 };
+      const tools = { tools: [{ type: 'function', function: { name: 'f', parameters: schema } }], tool_choice: 'required', parallel_tool_calls: false, seed: 7 };
+      const argumentsOf = (completion: ChatCompletionObject) => completion.choices[0]!.message.tool_calls?.[0]?.function.arguments ?? '';
+      const whole = (await json<ChatCompletionObject>(await chat(service, { ...format, max_tokens: 60 }))).choices[0]!.message.content!;
+      assert.deepEqual(JSON.parse(whole), { a: 'é😀漢字ü' });
+      const wholeArguments = argumentsOf(await json<ChatCompletionObject>(await chat(service, { ...tools, max_tokens: 100 })));
+      assert.deepEqual(JSON.parse(wholeArguments), { a: 'é😀漢字ü' });
+      for (let limit = whole.indexOf('é') + 1; limit < Buffer.byteLength(whole); limit++) {
+        const plain = await json<ChatCompletionObject>(await chat(service, { ...format, max_tokens: limit, store: true }));
+        const content = plain.choices[0]!.message.content!;
+        assert.ok(!content.includes('\uFFFD'), `limit ${limit}: ${JSON.stringify(content)} holds no replacement character`);
+        assert.ok(whole.startsWith(content), `limit ${limit}: ${JSON.stringify(content)} is a prefix of the whole text`);
+        assert.ok(Buffer.byteLength(content) > limit - 4, `limit ${limit}: only the unfinished character is left out`);
+        assert.equal(plain.usage.completion_tokens, limit, `limit ${limit}: every generated token counted`);
+        assert.equal(plain.choices[0]!.finish_reason, 'length');
+        const stored = await json<ChatCompletionObject>(await api(service, `/v1/chat/completions/${plain.id}`));
+        assert.equal(stored.choices[0]!.message.content, content, `limit ${limit}: stored as answered`);
+        const { chunks } = await chunksOf(await chat(service, { ...format, max_tokens: limit, stream: true }));
+        assert.equal(contentOf(chunks), content, `limit ${limit}: streamed as answered`);
+        assertNoEmptyDelta(chunks);
+        const args = argumentsOf(await json<ChatCompletionObject>(await chat(service, { ...tools, max_tokens: limit + wholeArguments.length - whole.length })));
+        assert.ok(!args.includes('\uFFFD') && wholeArguments.startsWith(args), `limit ${limit}: arguments ${JSON.stringify(args)}`);
+      }
+    }));
+
   test("isolation: another client's stored completion looks like one that does not exist", { timeout: 60_000 }, () => withService({}, async (service) => {
     const alice = await pairClient(service, ['responses'], 'alice');
     const bob = await pairClient(service, ['responses'], 'bob');
