@@ -23,10 +23,11 @@ const CORS_ALLOW_HEADERS = 'authorization, content-type, idempotency-key, last-e
 const CORS_EXPOSE_HEADERS = 'location, lmsp-task-id, idempotent-replayed, retry-after, x-should-retry, x-request-id';
 const CORS_METHODS = 'GET, POST, DELETE, OPTIONS';
 
-/** `name` of a Host header value, lower case, IPv6 kept in brackets; null when malformed. */
+/** `name` of a Host header value, lower case, IPv6 kept in brackets; null when malformed (a port past 65535 included). */
 export function hostName(host: string): string | null {
   const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(host.trim());
-  return match ? match[1]!.toLowerCase() : null;
+  if (!match || (match[2] !== undefined && Number(match[2]) > 65535)) return null;
+  return match[1]!.toLowerCase();
 }
 
 function bracketed(address: string): string {

@@ -27,6 +27,10 @@ describe('Host and Origin checks (LMSP section 2)', () => {
         const answer = await rawGet(service.url, '/v1/clients/me', { Host: host, Authorization: `Bearer ${service.token}` });
         assert.equal(answer.status, 200, `Host ${host} is this service`);
       }
+      for (const host of ['localhost:99999', '127.0.0.1:65536', 'localhost:', '127.0.0.1:abc']) {
+        const answer = await rawGet(service.url, '/v1/clients/me', { Host: host, Authorization: `Bearer ${service.token}` });
+        assert.equal(answer.status, 421, `Host ${host} names no port a service can listen on`);
+      }
       const missing = await rawRequest(service.url, 'GET /v1/service HTTP/1.0\r\n\r\n');
       assert.equal(missing.status, 421, 'a request without Host is not known to be for us');
       // HTTP/1.1 requires a Host; one without it is still answered as LMSP answers a foreign Host.
