@@ -13,7 +13,7 @@ import { isStorageError, toStorageUnavailable } from '../store/db.js';
 import type { AppContext, RouteAccess, RouteAnswers } from './context.js';
 import { registerAuth } from './auth.js';
 import {
-  answerWhatNodeWouldRefuse, capConnections, clientErrorHandler, connectionCap, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds,
+  answerWhatNodeWouldRefuse, capConnections, clientErrorHandler, connectionCap, continueRequest, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds,
   KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH, openFileLimit, REQUEST_TIMEOUT_MS, RESERVED_FILES, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
 import { allowedHostNames, hostName, registerGuards, setCors } from './guards.js';
@@ -374,6 +374,12 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     if (!target.startsWith('/') && !/^https?:\/\//i.test(target)) {
       throw new ServiceError('not_found', `No route for ${request.method} ${target.split('?')[0]}.`);
     }
+  });
+  // After every check made on the headers (the hooks above): a client that waits for it is told
+  // to send its body.
+  app.addHook('preParsing', async (request, reply, payload) => {
+    continueRequest(request.raw, reply.raw, config.bodyLimitBytes);
+    return payload;
   });
   registerMetrics(app, metrics);
   await registerDashboard(app);

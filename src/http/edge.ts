@@ -138,6 +138,9 @@ export function loneSurrogatePath(text: string, value: unknown): string | null {
  */
 export function drainRequest(raw: IncomingMessage, bound: number): Promise<boolean> {
   if (raw.complete || raw.destroyed || raw.readableEnded) return Promise.resolve(true);
+  // A client still waiting for "100 Continue" has not sent its body: the answer goes now, and
+  // the connection closes after it, whatever the client does next (RFC 9110 10.1.1).
+  if (awaitingContinue.has(raw)) return Promise.resolve(false);
   const declared = Number(raw.headers['content-length']);
   if (Number.isFinite(declared) && declared > bound) return Promise.resolve(false);
   return new Promise((resolve) => {
@@ -160,6 +163,21 @@ export function drainRequest(raw: IncomingMessage, bound: number): Promise<boole
     raw.once('close', onEnd);
     raw.resume();
   });
+}
+
+/** Requests that sent `Expect: 100-continue` and have not been told to go on yet. */
+const awaitingContinue = new WeakSet<IncomingMessage>();
+
+/**
+ * Tells a client that sent `Expect: 100-continue` to send its body, now that everything decided
+ * from the headers has passed; a declared body over `bodyLimit` is refused (413) instead.
+ */
+export function continueRequest(raw: IncomingMessage, response: ServerResponse, bodyLimit: number): void {
+  if (!awaitingContinue.has(raw)) return;
+  const declared = Number(raw.headers['content-length']);
+  if (Number.isFinite(declared) && declared > bodyLimit) throw new ServiceError('request_too_large');
+  awaitingContinue.delete(raw);
+  response.writeContinue();
 }
 
 /**
@@ -230,6 +248,14 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
  */
 export function answerWhatNodeWouldRefuse(server: Server, served: (authority: string) => boolean): void {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    server.emit('request', request, response);
+  });
+  // `Expect: 100-continue`: Node would say "100 Continue" at once, and a client would send a body
+  // the checks before it (Host, Origin, token, size) then refuse. The client is told to go on
+  // only once those passed (continueRequest), as RFC 9110 10.1.1 asks of a server that can
+  // tell from the headers alone.
+  server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    awaitingContinue.add(request);
     server.emit('request', request, response);
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {

@@ -75,6 +75,49 @@ describe('refusals the client can read (LMSP 2, 9)', () => {
     assert.equal(errorCode(answer.body), 'request_too_large');
     assert.equal(answer.headers.connection, 'close');
   }));
+
+  test('Expect: 100-continue: a body the headers already refuse is never asked for (413, 401 at once, the connection closed); one they allow is', () =>
+    withService({}, async (service) => {
+      const host = new URL(service.url).host;
+      const head = (length: number, token: string | null) => `POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\n`
+        + `${token ? `Authorization: Bearer ${token}\r\n` : ''}Content-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+      // Headers only: the body is never sent, so a final answer can only come without it.
+      const refusedSocket = await openSocket(service.url);
+      try {
+        const closed = new Promise<void>((resolve) => refusedSocket.once('close', () => resolve()));
+        const tooLarge = await exchange(refusedSocket, head(2 * MIB, service.token), 5_000);
+        assert.equal(tooLarge.status, 413);
+        assert.equal(errorCode(tooLarge.body), 'request_too_large');
+        assert.equal(tooLarge.headers.connection, 'close', 'closed: the body it declared may still come');
+        await Promise.race([closed, new Promise((_, reject) => setTimeout(() => reject(new Error('the connection stayed open')), 5_000))]);
+      } finally {
+        refusedSocket.destroy();
+      }
+      const noToken = await rawRequest(service.url, head(20, null), 5_000);
+      assert.equal(noToken.status, 401);
+      assert.equal(errorCode(noToken.body), 'invalid_token');
+      const body = JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
+      const socket = await openSocket(service.url);
+      try {
+        const interim = await new Promise<string>((resolve, reject) => {
+          let text = '';
+          const timer = setTimeout(() => reject(new Error(`no 100 Continue; got ${text}`)), 5_000);
+          socket.on('data', function onData(chunk: Buffer) {
+            text += chunk.toString();
+            if (!text.includes('\r\n\r\n')) return;
+            clearTimeout(timer);
+            socket.off('data', onData);
+            resolve(text);
+          });
+          socket.write(head(Buffer.byteLength(body), service.token));
+        });
+        assert.match(interim, /^HTTP\/1\.1 100 Continue\r\n/);
+        const answer = await exchange(socket, body);
+        assert.equal(answer.status, 200, answer.body);
+      } finally {
+        socket.destroy();
+      }
+    }));
 });
 
 describe('errors of the HTTP parser, in the LMSP shape (LMSP 9)', () => {
