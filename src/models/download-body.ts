@@ -120,6 +120,9 @@ export function fileFailure(error: NodeJS.ErrnoException): DownloadError {
   if (error.code === 'ENOSPC' || error.code === 'EDQUOT') {
     return new DownloadError('disk_full', 'the disk is full: the model file could not be written', { cause: error });
   }
+  if (error.code === 'EISDIR' || error.code === 'ERR_FS_EISDIR') {
+    return new DownloadError('file_error', 'a folder has the name of the partial file (<id>.gguf.partial) in the models directory: remove it and pull again', { cause: error });
+  }
   return new DownloadError('file_error', `the model file could not be written: ${error.code ?? error.message}`, { cause: error });
 }
 

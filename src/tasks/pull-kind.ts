@@ -29,7 +29,15 @@ export function pullKind(store: Store): TaskKindHandler<PullSubject> {
     finalized({ pull }, task) {
       // LMSP 5.1: a cancelled or failed pull leaves no partial file, whoever ends it (its worker,
       // or recovery at startup under `fail`, or of a pull found cancelling).
-      if (task.status === 'cancelled' || task.status === 'failed') rmSync(partialPathOf(pull.modelsDir, pull.modelId), { force: true });
+      // Inside the transaction that ends the task: a name that cannot be removed (a folder put
+      // there, a file made immutable) never keeps the task from ending. It is left for the next
+      // pull of the id, which removes it or fails on it.
+      if (task.status !== 'cancelled' && task.status !== 'failed') return;
+      try {
+        rmSync(partialPathOf(pull.modelsDir, pull.modelId), { force: true });
+      } catch {
+        // left behind, as above
+      }
     },
     events: {
       created: (subject) => pullEvents.created(subject),

@@ -5,12 +5,14 @@
  * longest for a slot first, its oldest pull first, fair-queue.ts). A cancel accepted by the store reaches the
  * worker through the event bus and stops the download within a second.
  */
+import { ServiceError } from '../domain/errors.js';
 import { MAX_CONCURRENT_PULLS } from '../domain/pulls.js';
 import type { Task } from '../domain/tasks.js';
 import type { PullSettings } from '../models/pull-source.js';
+import { isStorageError } from '../store/db.js';
 import type { TaskCore } from './core.js';
 import { FairQueue } from './fair-queue.js';
-import { PULL_CANCELLED, runPull } from './pulls.js';
+import { endFaultyPull, PULL_CANCELLED, runPull } from './pulls.js';
 import type { SchedulerLog } from './scheduler.js';
 
 interface Claim {
@@ -81,6 +83,13 @@ export class PullWorkers {
         log: (level, message, fields) => log[level](message, fields),
       });
     } catch (error) {
+      if (!isStorageError(error) && !(error instanceof ServiceError && error.code === 'storage_unavailable')) {
+        // Not the database: a fault of this pull's own, which a pause would not mend. It ends
+        // the pull, unless the database refuses that too.
+        log.error('pull failed unexpectedly', { task: taskId, error: String(error) });
+        const ended = await endFaultyPull(this.core, taskId, error, (level, message, fields) => log[level](message, fields)).then(() => true, () => false);
+        if (ended) return;
+      }
       // The database refused a write: the pull stays as it is on disk; try again after a pause.
       log.error('cannot record pull progress; pausing pulls', { task: taskId, error: String(error) });
       this.pausedUntil = Date.now() + STORAGE_PAUSE_MS;

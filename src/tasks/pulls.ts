@@ -3,7 +3,7 @@
  * one to its end. The service's pull workers (pull-worker.ts) and the CLI working on a stopped
  * service's data directory run pulls with the same `runPull`.
  */
-import { existsSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { lstat, realpath, rm, stat } from 'node:fs/promises';
 import { toTaskObject } from '../api/views.js';
 import type { Client } from '../domain/clients.js';
@@ -59,7 +59,8 @@ function modelExists(id: string, why: string): ServiceError {
 function assertIdFree(deps: PullDeps, id: string): void {
   if (deps.registry.get(id)) throw modelExists(id, 'is already registered');
   assertNotBeingPulled(deps, id);
-  if (existsSync(modelPathOf(deps.registry.modelsDir, id))) throw modelExists(id, `has no record, but a file named ${id}.gguf is in the models directory (register it with \`lmsp models add\`)`);
+  // lstat: a link counts as there, even one that leads nowhere (the download would not replace it).
+  if (lstatSync(modelPathOf(deps.registry.modelsDir, id), { throwIfNoEntry: false })) throw modelExists(id, `has no record, but a file named ${id}.gguf is in the models directory (register it with \`lmsp models add\`)`);
 }
 
 interface PreparedPull {
@@ -168,9 +169,10 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
   // the file where a new download may not overwrite it.
   const moved = task.status === 'queued' || task.status === 'running' ? await movedIntoPlaceBefore(pull, options.signal) : null;
   if (task.status === 'queued') {
-    // A new attempt starts from nothing: whatever an earlier attempt (a retry) left goes.
-    await removePartial(partial);
-    if (moved) await rm(moved.result.path, { force: true });
+    // A new attempt starts from nothing: whatever an earlier attempt (a retry) left goes. What
+    // cannot be removed (a folder at the name) fails the download when it opens the file.
+    await removePartial(partial).catch(() => undefined);
+    if (moved) await rm(moved.result.path, { force: true }).catch(() => undefined);
     const started = await store.db.write((context) => {
       store.pulls.setResumeState(taskId, null);
       return machine.startRunning(context, taskId);
@@ -182,7 +184,7 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
   } else if (moved) {
     // Resumed: the download had ended; only the model's record is left to write.
     log('info', 'resuming pull whose file is in place', { task: taskId });
-    await removePartial(partial); // a second link to the same file, if the crash came between link and unlink
+    await removePartial(partial).catch(() => undefined); // a second link to the same file, if the crash came between link and unlink
     return finishPull(deps, task, pull, moved.result, moved.facts);
   } else {
     log('info', 'resuming pull', { task: taskId, bytes_on_disk: (await stat(partial).catch(() => null))?.size ?? 0 });
@@ -271,6 +273,16 @@ async function finishPull(deps: PullDeps, task: Task, pull: ModelPull, result: D
   }
   if (!outcome.keepFile) await rm(result.path, { force: true });
   return outcome.task;
+}
+
+/**
+ * Ends a pull that failed with something no other try would fix (neither the database nor the
+ * download: a fault of its own files): cancelled if a cancel was asked, else failed.
+ */
+export function endFaultyPull(deps: PullDeps, taskId: string, error: unknown, log: NonNullable<RunPullOptions['log']>): Promise<Task | null> {
+  const pull = deps.store.pulls.get(taskId);
+  if (!pull) return Promise.resolve(deps.store.tasks.get(taskId));
+  return settlePullFailure(deps, taskId, partialPathOf(pull.modelsDir, pull.modelId), error, new AbortController().signal, log);
 }
 
 async function settlePullFailure(deps: PullDeps, taskId: string, partial: string, error: unknown, signal: AbortSignal,

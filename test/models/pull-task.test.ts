@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
@@ -230,6 +230,33 @@ describe('model pulls (LMSP 5.1)', () => {
     await assertNothingLeft('pulled-cancelled');
   });
 
+  test('a folder at the partial file\'s name fails the pull with download_failed, saying so; one put there mid-download does not keep a cancel from ending it', async () => {
+    const url = server.serve('/files/folder.gguf', MODEL);
+    mkdirSync(join(modelsDir(), 'pulled-folder.gguf.partial'));
+    const task = await started({ source: url, id: 'pulled-folder' });
+    const done = await finished(task.id);
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error?.code, 'download_failed');
+    assert.match(done.error!.message, /a folder has the name of the partial file/);
+    assert.ok(statSync(join(modelsDir(), 'pulled-folder.gguf.partial')).isDirectory(), 'a folder lmsp did not make is not removed');
+    rmSync(join(modelsDir(), 'pulled-folder.gguf.partial'), { recursive: true });
+
+    const path = '/files/folder-later.gguf';
+    const slow = server.serve(path, MODEL);
+    server.behave(path, { bytesPerSecond: 60_000 });
+    const running = await started({ source: slow, id: 'pulled-folder-later' });
+    const partial = join(modelsDir(), 'pulled-folder-later.gguf.partial');
+    await waitFor(() => existsSync(partial), { what: 'the partial file' });
+    rmSync(partial);
+    mkdirSync(partial);
+    const cancel = await api(service, `/v1/tasks/${running.id}/cancel`, { method: 'POST' });
+    assert.equal(cancel.status, 202, await cancel.clone().text());
+    assert.equal((await finished(running.id)).status, 'cancelled');
+    rmSync(partial, { recursive: true });
+    const after = await started({ source: url, id: 'pulled-folder' });
+    assert.equal((await finished(after.id)).status, 'completed', 'pulls go on');
+  });
+
   test('Idempotency-Key: the same request again gets the same task, once', async () => {
     const url = server.serve('/files/idempotent.gguf', MODEL);
     const body = { source: url, id: 'pulled-idempotent' };
@@ -267,6 +294,12 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.deepEqual(Object.entries(((await registered.json()) as { error: { code: string; param: string } }).error).filter(([name]) => name === 'code' || name === 'param'),
       [['code', 'model_exists'], ['param', 'id']]);
     assert.equal((await api(service, '/v1/models/pulled-busy')).status, 404, 'nothing was registered');
+    // A file already at <id>.gguf, or a link there, even one that leads nowhere: the download could not be put in its place.
+    symlinkSync(join(modelsDir(), 'nowhere'), join(modelsDir(), 'pulled-dangling.gguf'));
+    const dangling = await pull({ source: url, id: 'pulled-dangling' });
+    assert.equal(dangling.status, 409);
+    assert.equal(((await dangling.json()) as { error: { code: string } }).error.code, 'model_exists');
+    rmSync(join(modelsDir(), 'pulled-dangling.gguf'));
     await api(service, `/v1/tasks/${first.id}/cancel`, { method: 'POST' });
     await finished(first.id);
   });
