@@ -66,7 +66,9 @@ export function assertPrivateDataDir(dataDir: string): void {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw unusableDataDir(dataDir, error);
   }
-  if (!stats.isDirectory()) return; // opening it says what is wrong
+  if (!stats.isDirectory()) {
+    throw new DatabaseOpenError(`cannot use the data directory ${dataDir}: it is not a folder; choose another with --data-dir or LMSP_DATA_DIR`, EXIT_DATABASE_UNAVAILABLE);
+  }
   if (stats.uid !== uid) {
     throw new DatabaseOpenError(`cannot use the data directory ${dataDir}: it belongs to another user (uid ${stats.uid}), who could have `
       + 'planted files in it; use a folder of this user\'s own (--data-dir or LMSP_DATA_DIR)', EXIT_DATABASE_UNAVAILABLE);

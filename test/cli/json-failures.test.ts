@@ -4,6 +4,8 @@
  * whoever finds them (commander or the command itself).
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { withDataDir } from '../helpers/data-dir.js';
@@ -78,6 +80,21 @@ describe('lmsp --json when the command fails (LMSP 12)', () => {
       const noDatabase = await runCli(['models', 'ls', '--json', '--data-dir', dataDir]);
       assert.equal(noDatabase.code, 74);
       assert.equal(failureOf(noDatabase).code, 'database_unavailable');
+    }));
+
+  test('a data directory that is a file: every command says so (exit 74, database_unavailable), never a stack trace', { timeout: 120_000 }, () =>
+    withDataDir(async (dataDir) => {
+      const file = join(dataDir, 'not-a-folder');
+      writeFileSync(file, 'x');
+      for (const args of [['pair'], ['clients', 'ls'], ['clients', 'revoke', 'cli_x'], ['models', 'ls'], ['models', 'add', file], ['config', 'set', 'name', 'x'],
+        ['config', 'ls'], ['gc'], ['gc', '--vacuum'], ['doctor'], ['tasks', 'ls'], ['serve', '--port', '0']]) {
+        const result = await runCli([...args, '--json', '--data-dir', file]);
+        assert.equal(result.code, 74, `${args.join(' ')}: ${result.stderr}`);
+        const failure = failureOf(result);
+        assert.equal(failure.code, 'database_unavailable', args.join(' '));
+        assert.match(failure.message, /it is not a folder/, args.join(' '));
+        assert.doesNotMatch(result.stderr, /\n\s+at /, `${args.join(' ')}: no stack trace`);
+      }
     }));
 
   test('lmsp run whose task someone else cancels exits 1; its document is the cancelled response, alone', { timeout: 90_000 }, () =>
