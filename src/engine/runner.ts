@@ -187,9 +187,11 @@ process.on('message', (message: ParentMessage) => {
   void handle(message);
 });
 process.on('disconnect', () => process.exit(0));
-// Ctrl-C in a terminal, or a service manager's stop, signals the whole process group. The
-// service ends its runners itself once it has stopped taking work; a runner that died first
-// would be taken for a crash, and its tasks' restart policies applied while the service stops.
+// Ctrl-C in a terminal, a service manager's stop, or a hangup of the terminal signal the whole
+// process group. The service ends its runners itself once it has stopped taking work (or goes on,
+// for a hangup it ignores); a runner that died first would be taken for a crash, and its tasks'
+// restart policies applied while the service stops.
 process.on('SIGINT', () => {});
 process.on('SIGTERM', () => {});
+process.on('SIGHUP', () => {});
 send({ type: 'ready', pid: process.pid });

@@ -5,8 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { LMSP_BIN, withService } from '../helpers/service.js';
+import { makeDataDir } from '../helpers/data-dir.js';
+import { childPids, LMSP_BIN, processAlive, waitFor, withService } from '../helpers/service.js';
 
 /** Runs the CLI with a pseudo-terminal for its standard streams; `keys` are typed after `typeAfterMs`. */
 function onTerminal(args: string[], keys = '', typeAfterMs = 0): Promise<{ code: number | null; output: string }> {
@@ -42,4 +45,30 @@ describe('the CLI on a terminal (LMSP 12)', () => {
       assert.match(top.output, /queued 0 {3}running 0/);
       assert.match(top.output, /no unfinished tasks/);
     }));
+
+  test('SIGHUP: lmsp serve on a terminal stops cleanly (the terminal went away); on none, as under nohup, it goes on', { timeout: 90_000 }, async () => {
+    const dataDir = makeDataDir('hangup');
+    const serve = onTerminal(['serve', '--port', '0', '--data-dir', dataDir]);
+    const serviceFile = join(dataDir, 'service.json');
+    const { pid } = await waitFor(() => (existsSync(serviceFile) ? JSON.parse(readFileSync(serviceFile, 'utf8')) as { pid: number } : null),
+      { what: 'the service on a terminal to start' });
+    process.kill(pid, 'SIGHUP');
+    const ended = await serve;
+    assert.equal(ended.code, 0, ended.output);
+    assert.match(ended.output, /stopping: unfinished tasks stay on disk/);
+    assert.ok(!existsSync(serviceFile), 'a clean stop removes service.json');
+
+    // A shell that exits sends SIGHUP to the whole process group of a job, its runners included.
+    await withService({ env: { LMSP_LOG_LEVEL: 'info' }, ownProcessGroup: true }, async (service) => {
+      assert.equal((await service.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 2 })).body.status, 'incomplete');
+      const runners = childPids(service.pid);
+      assert.ok(runners.length > 0, 'a runner is running');
+      process.kill(-service.pid, 'SIGHUP');
+      await waitFor(() => /SIGHUP ignored/.test(service.output()), { what: 'the service to log the SIGHUP it ignores' });
+      assert.ok(processAlive(service.pid), 'the service goes on');
+      for (const runner of runners) assert.ok(processAlive(runner), `runner ${runner} goes on`);
+      assert.equal((await service.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 2 })).body.status, 'incomplete');
+      assert.doesNotMatch(service.output(), /exited unexpectedly/);
+    });
+  });
 });

@@ -1,6 +1,7 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
 import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
+import { isatty } from 'node:tty';
 import type { Command } from 'commander';
 import { OPTIONS, resolveConfig, type OptionDefinition, type ServiceConfig } from '../../config.js';
 import { createLogger, openServiceStore, startService } from '../../service.js';
@@ -93,6 +94,13 @@ export function registerServe(program: Command): void {
     };
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
+    // SIGHUP: the terminal went away. A service on one stops cleanly with it; one on none (run
+    // under nohup, by a service manager, its output in files) goes on, as nohup means it to:
+    // Node sets back to the default the SIGHUP that nohup ignores, which would kill it outright.
+    process.on('SIGHUP', () => {
+      if ([0, 1, 2].some((fd) => isatty(fd))) stop('SIGHUP');
+      else log.info({ signal: 'SIGHUP' }, 'SIGHUP ignored: no terminal is attached, so none went away');
+    });
     try {
       service = await startService(config, store, bus, log);
       service.onDatabaseLost(() => stop('database lost'));
