@@ -66,13 +66,17 @@ export class DownloadError extends Error {
   readonly resumable: boolean;
   /** The HTTP status, for `http_status`. */
   readonly status: number | null;
+  /** How long the server asked to be left alone before the next try (`Retry-After`), in ms. */
+  readonly retryAfterMs: number | null;
 
-  constructor(reason: DownloadFailureReason, message: string, options: { resumable?: boolean; status?: number; cause?: unknown } = {}) {
+  constructor(reason: DownloadFailureReason, message: string,
+    options: { resumable?: boolean; status?: number; retryAfterMs?: number | null; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.reason = reason;
     this.code = CODE_OF[reason];
     this.resumable = options.resumable ?? false;
     this.status = options.status ?? null;
+    this.retryAfterMs = options.retryAfterMs ?? null;
   }
 }
 
@@ -97,4 +101,13 @@ export function isTransientStatus(status: number): boolean {
 export function describeUrl(url: string | URL): string {
   const parsed = typeof url === 'string' ? new URL(url) : url;
   return `${parsed.origin}${parsed.pathname}`;
+}
+
+/** `Retry-After` (RFC 9110 10.2.3: seconds, or an HTTP date) in milliseconds from `now`; null when absent or unreadable. */
+export function retryAfterMs(value: string | undefined, now = Date.now()): number | null {
+  const text = value?.trim();
+  if (!text) return null;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }

@@ -3,7 +3,7 @@
  * write its body at some offset of the partial file, accept the partial file as whole, start
  * over from byte 0, or fail. Pure, so every case of a resume is unit-tested without a server.
  */
-import { DownloadError, describeUrl, isTransientStatus } from './download-errors.js';
+import { DownloadError, describeUrl, isTransientStatus, retryAfterMs } from './download-errors.js';
 import { parseContentRange, parseUnsatisfiedRange, type ResponseHeaders } from './download-http.js';
 
 /** What a later attempt needs to continue a download; the pull task keeps it in its record. */
@@ -130,7 +130,8 @@ export function planBody(answer: Answer): BodyPlan {
   if (status === 206) return planPartialContent(answer);
   if (status === 416) return planUnsatisfiable(answer);
   const text = answer.statusMessage ? `${status} ${answer.statusMessage}` : String(status);
-  throw new DownloadError('http_status', `${describeUrl(answer.url)} answered ${text}`, { status, resumable: isTransientStatus(status) });
+  throw new DownloadError('http_status', `${describeUrl(answer.url)} answered ${text}`,
+    { status, resumable: isTransientStatus(status), retryAfterMs: retryAfterMs(answer.headers['retry-after']) });
 }
 
 /**

@@ -130,6 +130,11 @@ export const PULL_CANCELLED = 'cancelled';
 
 /** A dropped connection or a 5xx is tried again from the bytes on disk, after these waits. */
 const RETRY_DELAYS_MS = [300, 1000, 3000];
+/**
+ * A server's `Retry-After` (with 429 or 503, say) lengthens a wait up to this: a pull holds one of
+ * the few pull slots while it waits, and the wait is asked by a server that is not trusted.
+ */
+export const MAX_RETRY_AFTER_MS = 60_000;
 
 /** The source to fetch: the URL resolved when the pull was created (a changed endpoint does not move a pull). */
 function sourceOf(pull: ModelPull): PullSource {
@@ -219,8 +224,9 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
       break;
     } catch (error) {
       if (error instanceof DownloadError && error.resumable && attempt < delays.length && !options.signal.aborted) {
-        log('warn', 'pull interrupted; continuing from the bytes on disk', { task: taskId, reason: error.reason, error: error.message });
-        await sleep(delays[attempt]!, options.signal);
+        const wait = Math.max(delays[attempt]!, Math.min(error.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS));
+        log('warn', 'pull interrupted; continuing from the bytes on disk', { task: taskId, reason: error.reason, error: error.message, wait_ms: wait });
+        await sleep(wait, options.signal);
         if (!options.signal.aborted) continue;
         failure = new DownloadAbortedError(0, options.signal.reason);
       } else {

@@ -23,6 +23,8 @@ import { buildSyntheticModel, LMSP_TINY } from '../../src/engine/synthetic-model
 export interface ServeBehaviour {
   /** Answer this status with a short text body instead of the file. */
   status?: number;
+  /** With `status`: this `Retry-After`. */
+  retryAfter?: string;
   /** Answer 302 to this URL. */
   redirectTo?: string;
   /** Answer ranges with the whole file (200), as servers without range support do. */
@@ -54,6 +56,8 @@ export interface ServeBehaviour {
 }
 
 export interface LoggedRequest {
+  /** When its head arrived (Date.now()). */
+  receivedAt: number;
   method: string;
   path: string;
   range: string | null;
@@ -180,7 +184,9 @@ export async function startModelServer(options: { https?: boolean } = {}): Promi
     if (!route) return send(404, { 'Content-Type': 'text/plain' }, 'not found');
     const behaviour = route.queue.shift() ?? route.behaviour;
     if (behaviour.redirectTo) return send(302, { Location: behaviour.redirectTo });
-    if (behaviour.status) return send(behaviour.status, { 'Content-Type': 'text/plain' }, `status ${behaviour.status}`);
+    if (behaviour.status) {
+      return send(behaviour.status, { 'Content-Type': 'text/plain', ...(behaviour.retryAfter ? { 'Retry-After': behaviour.retryAfter } : {}) }, `status ${behaviour.status}`);
+    }
 
     const body: Body = behaviour.replaceBody ?? route.body;
     const size = sizeOf(body);
@@ -241,6 +247,7 @@ export async function startModelServer(options: { https?: boolean } = {}): Promi
   const onRequest = (request: IncomingMessage) => {
     const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
     const entry: LoggedRequest = {
+      receivedAt: Date.now(),
       method: request.method ?? 'GET',
       path,
       range: request.headers.range ?? null,

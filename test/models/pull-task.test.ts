@@ -10,6 +10,8 @@ import { existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync } fro
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { ModelObject, TaskEvent, TaskObject } from '../../src/api/types.js';
+import { retryAfterMs } from '../../src/models/download-errors.js';
+import { MAX_RETRY_AFTER_MS } from '../../src/tasks/pulls.js';
 import { sha256Digest, startModelServer, tinyModelBytes, type ModelServer } from '../helpers/model-server.js';
 import { makeDataDir } from '../helpers/data-dir.js';
 import { api, pairClient, startService, waitFor, withService, type TestService } from '../helpers/service.js';
@@ -184,6 +186,23 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.equal(done.error?.code, 'download_failed');
     assert.match(done.error!.message, /500/);
     await assertNothingLeft('pulled-dropped');
+  });
+
+  test('a 429 or 503 with Retry-After is tried again no sooner than it asks (seconds or a date), and a wait past a minute is cut to one', async () => {
+    const path = '/files/busy-server.gguf';
+    const url = server.serve(path, MODEL);
+    server.behaveOnce(path, { status: 429, retryAfter: '2' });
+    const date = new Date(Date.now() + 6_000).toUTCString();
+    server.behaveOnce(path, { status: 503, retryAfter: date });
+    const task = await started({ source: url, id: 'pulled-busy-server' });
+    assert.equal((await finished(task.id)).status, 'completed');
+    const [first, second, third] = server.requestsTo(path);
+    assert.ok(second!.receivedAt - first!.receivedAt >= 1_900, `waited ${second!.receivedAt - first!.receivedAt} ms of the 2 s asked`);
+    assert.ok(third!.receivedAt >= Date.parse(date) - 50, `asked again ${Date.parse(date) - third!.receivedAt} ms before the date asked`);
+    assert.equal(retryAfterMs('120'), 120_000);
+    assert.equal(retryAfterMs('Thu, 01 Jan 1970 00:00:10 GMT', 4_000), 6_000);
+    assert.equal(retryAfterMs('soon'), null);
+    assert.ok(MAX_RETRY_AFTER_MS <= 60_000, 'a hostile server cannot park a pull for long');
   });
 
   test('a server that lies about the length (a body longer than its Content-Length) fails with download_failed', async () => {
