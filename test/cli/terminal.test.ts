@@ -46,6 +46,17 @@ describe('the CLI on a terminal (LMSP 12)', () => {
       assert.match(top.output, /no unfinished tasks/);
     }));
 
+  test('lmsp top says so when the service stops answering, and goes on trying', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const top = onTerminal(['top', '--interval', '500ms', '--data-dir', service.dataDir], 'q', 4000);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await service.kill();
+      const ended = await top;
+      assert.equal(ended.code, 0, ended.output);
+      assert.match(ended.output, new RegExp(`the service at ${service.url} is not answering; trying again every 0\\.5 s`));
+      assert.doesNotMatch(ended.output, /fetch failed/);
+    }));
+
   test('SIGHUP: lmsp serve on a terminal stops cleanly (the terminal went away); on none, as under nohup, it goes on', { timeout: 90_000 }, async () => {
     const dataDir = makeDataDir('hangup');
     const serve = onTerminal(['serve', '--port', '0', '--data-dir', dataDir]);

@@ -9,7 +9,7 @@ import type { LmspClient } from '../../api/client.js';
 import { figuresOf, tokensPerSecond, type Figures } from '../../api/metrics-figures.js';
 import type { ServiceObject, TaskObject } from '../../api/types.js';
 import { parseDuration, sleep } from '../../time.js';
-import { action, CliError, EXIT_USAGE, operatorClient, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_USAGE, isConnectionFailure, operatorClient, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
 
 const UNFINISHED = ['queued', 'loading', 'running', 'cancelling'];
 
@@ -156,7 +156,9 @@ async function runLive(client: LmspClient, service: ServiceObject, intervalMs: n
       // A terminal that reports no size (0 columns: a pty nobody sized) gets the usual width.
       out.write(`\x1b[H\x1b[2J${renderFrame(view, out.columns || DEFAULT_COLUMNS)}\n\nq quits`);
     } catch (error) {
-      out.write(`\x1b[H\x1b[2Jcannot read the service: ${(error as Error).message}\n\nq quits`);
+      // The service stopped or restarts: said so, and read again until it answers.
+      const why = isConnectionFailure(error) ? `the service at ${client.baseUrl} is not answering; trying again every ${intervalMs / 1000} s` : `cannot read the service: ${(error as Error).message}`;
+      out.write(`\x1b[H\x1b[2J${why}\n\nq quits`);
     }
     for (let waited = 0; waited < intervalMs && !stopped; waited += 50) await sleep(50);
   }
