@@ -110,6 +110,9 @@ export function registerGuards(app: FastifyInstance, policy: OriginPolicy): (req
   };
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    // Every answer depends on Origin (a 403 for one page, CORS headers for another, none without
+    // one): a cache keeps them apart.
+    reply.header('vary', 'Origin');
     const origin = check(request);
     if (origin === null) return;
     setCors(reply, origin);

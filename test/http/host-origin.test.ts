@@ -72,6 +72,7 @@ describe('Host and Origin checks (LMSP section 2)', () => {
       assert.equal(answer.status, 403);
       assert.equal((JSON.parse(answer.body) as { error: { code: string } }).error.code, 'origin_not_allowed');
       assert.equal(answer.headers['access-control-allow-origin'], undefined, 'no CORS header for a foreign origin');
+      assert.equal(answer.headers.vary, 'Origin', 'an answer that depends on Origin says so');
     }
     // The page burned nothing: a real code still pairs.
     const code = await service.client.createPairingCode({ name: 'after' });
@@ -83,6 +84,8 @@ describe('Host and Origin checks (LMSP section 2)', () => {
     const own = await rawGet(service.url, '/v1/service', { Host: hostOf(service.url), Origin: `http://${hostOf(service.url)}` });
     assert.equal(own.status, 200);
     assert.equal(own.headers['access-control-allow-origin'], undefined);
+    const none = await rawGet(service.url, '/v1/service', { Host: hostOf(service.url) });
+    assert.equal(none.headers.vary, 'Origin', 'without Origin too: the same URL answers another page otherwise');
     const otherPort = await rawGet(service.url, '/v1/service', { Host: hostOf(service.url), Origin: 'http://127.0.0.1:1' });
     assert.equal(otherPort.status, 403, 'another port is another origin');
   }));
