@@ -14,7 +14,7 @@ import { RESTART_POLICIES, type RestartPolicy, type Task } from '../domain/tasks
 import { DownloadAbortedError, DownloadError } from '../models/download-errors.js';
 import { downloadModel, modelPathOf, partialPathOf, type DownloadResult } from '../models/download.js';
 import { readGgufFacts } from '../models/gguf.js';
-import { hashPrefix, removePartial } from '../models/partial-file.js';
+import { hashPrefix, partialSize, removePartial } from '../models/partial-file.js';
 import { modelIdFromSource, parseExpectedDigest, parsePullSource, type PullSettings, type PullSource } from '../models/pull-source.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import { nowSeconds, sleep } from '../time.js';
@@ -128,13 +128,17 @@ export interface RunPullOptions {
 
 export const PULL_CANCELLED = 'cancelled';
 
-/** A dropped connection or a 5xx is tried again from the bytes on disk, after these waits. */
+/** A dropped connection or a 5xx is tried again from the bytes on disk, after these waits (failures in a row). */
 const RETRY_DELAYS_MS = [300, 1000, 3000];
 /**
  * A server's `Retry-After` (with 429 or 503, say) lengthens a wait up to this: a pull holds one of
  * the few pull slots while it waits, and the wait is asked by a server that is not trusted.
  */
 export const MAX_RETRY_AFTER_MS = 60_000;
+/** An attempt that added at least this to the file made progress: the retries start counting again. */
+const PROGRESS_BYTES = 64 * 1024;
+/** However much each makes, a pull makes at most this many attempts (a server that drops every few bytes ends). */
+const MAX_ATTEMPTS = 1000;
 
 /** The source to fetch: the URL resolved when the pull was created (a changed endpoint does not move a pull). */
 function sourceOf(pull: ModelPull): PullSource {
@@ -209,7 +213,11 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
   const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
   let result: DownloadResult | null = null;
   let failure: unknown = null;
+  // Retries count failures in a row: an attempt that added bytes to the file made progress, and
+  // a long download over a connection that drops now and then goes on.
+  let retriesInARow = 0;
   for (let attempt = 0; ; attempt += 1) {
+    const onDiskBefore = await partialSize(partial).catch(() => 0);
     try {
       result = await downloadModel({
         source: sourceOf(pull), settings: options.settings, modelsDir: pull.modelsDir, id: pull.modelId,
@@ -223,8 +231,13 @@ export async function runPull(deps: PullDeps, taskId: string, options: RunPullOp
       });
       break;
     } catch (error) {
-      if (error instanceof DownloadError && error.resumable && attempt < delays.length && !options.signal.aborted) {
-        const wait = Math.max(delays[attempt]!, Math.min(error.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS));
+      if (error instanceof DownloadError && error.resumable) {
+        const added = (await partialSize(partial).catch(() => 0)) - onDiskBefore;
+        retriesInARow = added >= PROGRESS_BYTES ? 0 : retriesInARow;
+      }
+      if (error instanceof DownloadError && error.resumable && retriesInARow < delays.length && attempt < MAX_ATTEMPTS && !options.signal.aborted) {
+        const wait = Math.max(delays[retriesInARow]!, Math.min(error.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS));
+        retriesInARow += 1;
         log('warn', 'pull interrupted; continuing from the bytes on disk', { task: taskId, reason: error.reason, error: error.message, wait_ms: wait });
         await sleep(wait, options.signal);
         if (!options.signal.aborted) continue;

@@ -205,6 +205,18 @@ describe('model pulls (LMSP 5.1)', () => {
     assert.ok(MAX_RETRY_AFTER_MS <= 60_000, 'a hostile server cannot park a pull for long');
   });
 
+  test('a connection that drops again and again goes on while each try adds to the file: the retries count failures in a row', async () => {
+    const path = '/files/flaky.gguf';
+    const url = server.serve(path, MODEL);
+    // 100,000 bytes an answer: five answers for the whole file, more than the three retries in a row.
+    server.behave(path, { dropAfterBytes: 100_000 });
+    const task = await started({ source: url, id: 'pulled-flaky', digest: DIGEST });
+    const done = await finished(task.id);
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    assert.ok(server.requestsTo(path).length >= 5, `${server.requestsTo(path).length} requests`);
+    assert.equal(((await (await api(service, '/v1/models/pulled-flaky')).json()) as ModelObject).digest, DIGEST);
+  });
+
   test('a server that lies about the length (a body longer than its Content-Length) fails with download_failed', async () => {
     const path = '/files/liar.gguf';
     const url = server.serve(path, MODEL);
