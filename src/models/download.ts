@@ -46,7 +46,7 @@
  * connection from a final failure.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, stat, statfs } from 'node:fs/promises';
+import { lstat, mkdir, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ServiceError } from '../domain/errors.js';
 import { MODEL_ID_PATTERN } from '../domain/models.js';
@@ -143,12 +143,15 @@ class Download {
   async run(): Promise<DownloadResult> {
     try {
       await mkdir(this.options.modelsDir, { recursive: true });
-      if (await stat(this.target).then(() => true, () => false)) {
+      // lstat: a link there, even one that leads nowhere, is not replaced either.
+      if (await lstat(this.target).then(() => true, () => false)) {
         throw new DownloadError('target_exists', `a file named ${this.options.id}.gguf already exists in the models directory`);
       }
       // A record of another URL describes other bytes: start over.
       if (this.recorded && this.recorded.url !== this.options.source.url) this.recorded = null;
-      const onDisk = this.options.resume && !this.recorded ? 0 : await partialSize(this.partial);
+      let onDisk = this.options.resume && !this.recorded ? 0 : await partialSize(this.partial);
+      // More bytes than the file has are no prefix of it (something else wrote them): start over.
+      if (this.recorded?.totalBytes != null && onDisk > this.recorded.totalBytes) onDisk = 0;
       const file = await this.fetchFile(onDisk);
       this.progress.finish(file.state.size, file.totalBytes);
       return await this.finish(file.state, file.totalBytes, Math.min(onDisk, file.keptBytes));

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DownloadAbortedError, DownloadError } from '../../src/models/download-errors.js';
@@ -176,6 +176,19 @@ describe('model download (LMSP 5.1)', () => {
     assert.deepEqual([result.resumedFromBytes, result.transferredBytes], [onDisk, MODEL.length - onDisk]);
     assert.ok(readFileSync(result.path).equals(MODEL));
   }, 'pull-resume'));
+
+  test('a partial file longer than the file it is part of is no prefix of it: the resume starts over without a range', () => withDataDir(async (modelsDir) => {
+    const path = '/longer/tiny.gguf';
+    server.serve(path, MODEL);
+    const { state } = await abortHalfway(modelsDir, path);
+    appendFileSync(partialPathOf(modelsDir, 'tiny'), Buffer.alloc(MODEL.length, 1)); // written by something else meanwhile
+    const before = server.requestsTo(path).length;
+    const result = await downloadModel(options(modelsDir, path, { resume: state }));
+    const requests = server.requestsTo(path).slice(before);
+    assert.deepEqual(requests.map((request) => request.range), [null], 'one request, for the whole file: none for a range past its end');
+    assert.equal(result.digest, sha256Digest(MODEL));
+    assert.equal(result.resumedFromBytes, 0);
+  }, 'pull-longer'));
 
   test('a resume of a file that changed on the server (If-Range fails) starts over from byte 0', () => withDataDir(async (modelsDir) => {
     const path = '/changed/tiny.gguf';
