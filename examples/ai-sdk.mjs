@@ -4,6 +4,11 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { cosineSimilarity, embed, embedMany, generateObject, generateText, jsonSchema, streamText, tool } from 'ai';
 
+if (!process.env.LMSP_TOKEN) {
+  console.error('Set LMSP_TOKEN to a token of lmsp: the comment at the top of this file says how to get one.');
+  process.exit(1);
+}
+
 const lmsp = createOpenAICompatible({
   name: 'lmsp',
   baseURL: process.env.LMSP_BASE_URL ?? 'http://127.0.0.1:5677/v1',

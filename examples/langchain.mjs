@@ -3,6 +3,11 @@
 //   LMSP_TOKEN=lmsp_... node examples/langchain.mjs
 import { ChatOpenAI, OpenAIEmbeddings } from '@langchain/openai';
 
+if (!process.env.LMSP_TOKEN) {
+  console.error('Set LMSP_TOKEN to a token of lmsp: the comment at the top of this file says how to get one.');
+  process.exit(1);
+}
+
 const configuration = { baseURL: process.env.LMSP_BASE_URL ?? 'http://127.0.0.1:5677/v1' };
 const apiKey = process.env.LMSP_TOKEN;
 const model = process.env.LMSP_MODEL ?? 'lmsp-tiny';

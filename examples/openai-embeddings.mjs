@@ -3,6 +3,11 @@
 //   LMSP_TOKEN=lmsp_... node examples/openai-embeddings.mjs
 import OpenAI from 'openai';
 
+if (!process.env.LMSP_TOKEN) {
+  console.error('Set LMSP_TOKEN to a token of lmsp: the comment at the top of this file says how to get one.');
+  process.exit(1);
+}
+
 const client = new OpenAI({
   baseURL: process.env.LMSP_BASE_URL ?? 'http://127.0.0.1:5677/v1',
   apiKey: process.env.LMSP_TOKEN,

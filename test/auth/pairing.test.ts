@@ -334,7 +334,7 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
       const made = await runCli(['pair', '--name', 'offline', '--scopes', 'responses,models:read', '--ttl', '5m', '--json', '--data-dir', dataDir]);
       assert.equal(made.code, 0, made.stderr);
       const code = JSON.parse(made.stdout) as { code: string; expires_at: number; scopes: string[] };
-      assert.deepEqual(Object.keys(code).sort(), ['code', 'expires_at', 'name', 'scopes']);
+      assert.deepEqual(Object.keys(code), ['object', 'code', 'name', 'scopes', 'expires_at'], 'the pairing code as POST /v1/pairing-codes answers it');
       assert.deepEqual(code.scopes, ['responses', 'models:read']);
       const bad = await runCli(['pair', '--scopes', 'everything', '--data-dir', dataDir]);
       assert.equal(bad.code, 2);
@@ -342,7 +342,7 @@ describe('pairing, scoped tokens and isolation (LMSP section 4)', () => {
       const paired = await new LmspClient({ baseUrl: running.url }).pair(code.code, 'offline');
       const listed = await runCli(['clients', 'ls', '--json', '--data-dir', dataDir]);
       assert.equal(listed.code, 0, listed.stderr);
-      assert.ok((JSON.parse(listed.stdout) as { data: ClientObject[] }).data.some((client) => client.id === paired.id));
+      assert.equal((JSON.parse(listed.stdout) as { data: ClientObject[] }).data[0]!.id, paired.id, 'newest first, as GET /v1/clients lists them');
       const text = await runCli(['clients', 'ls', '--data-dir', dataDir]);
       assert.match(text.stdout, /offline/);
       const revoked = await runCli(['clients', 'revoke', paired.id, '--data-dir', dataDir]);

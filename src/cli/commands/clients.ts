@@ -19,6 +19,8 @@ export function registerClients(program: Command): void {
         list = listClients(offline);
         await offline.close();
       }
+      // Newest first, as GET /v1/clients and the dashboard list them.
+      list.reverse();
       if (options.json) return printJson({ object: 'list', data: list });
       const rows = list.map((entry) => ({
         id: entry.id,

@@ -69,7 +69,7 @@ export function registerPair(program: Command): void {
         }
       }
       if (options.json) {
-        printJson({ code: issued.code, name: issued.name, expires_at: issued.expires_at, scopes: issued.scopes });
+        printJson({ object: 'pairing_code', code: issued.code, name: issued.name, scopes: issued.scopes, expires_at: issued.expires_at });
         return;
       }
       // The client's name is what it sends as client_name: the hint uses --name, so that the
