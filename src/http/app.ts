@@ -179,6 +179,16 @@ const ERROR_ANSWER = {
   },
 } as const;
 
+/** How the OpenAPI document describes the headers that every POST, or every stream, reads. */
+const IDEMPOTENCY_KEY_HEADER = {
+  type: 'string', minLength: 1, maxLength: 255,
+  description: 'LMSP 8 (docs/idempotency.md): a retry with the same key answers what the first request did, and does it once',
+};
+const LAST_EVENT_ID_HEADER = {
+  type: 'string', pattern: '^[0-9]+$',
+  description: 'LMSP 7.3: with a stream, the sequence number of the last event received; the stream continues after it',
+};
+
 /** Every route of an app with the access it declares (for docs and for the test that checks them). */
 export function routeTable(app: FastifyInstance): RouteEntry[] {
   return routeTables.get(app) ?? [];
@@ -344,6 +354,14 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       const transformed = { ...(schema ?? {}) } as Record<string, unknown>;
       if (access === 'public') transformed.security = [];
       else if (access && access !== 'authenticated') transformed.description = `Needs the \`${access}\` scope.`;
+      // The headers every route of a kind reads (LMSP 8, 7.3), checked before any route runs.
+      const methods = [route.method].flat();
+      const streams = Object.values(answers ?? {}).some((answer) => typeof answer !== 'string');
+      const headers = {
+        ...(methods.includes('POST') ? { 'idempotency-key': IDEMPOTENCY_KEY_HEADER } : {}),
+        ...(methods.includes('GET') && streams ? { 'last-event-id': LAST_EVENT_ID_HEADER } : {}),
+      };
+      if (Object.keys(headers).length > 0) transformed.headers = { type: 'object', properties: headers };
       // Only the document: the routes' answers are not serialized through these schemas.
       transformed.response = {
         ...Object.fromEntries(Object.entries(answers ?? { 200: 'OK' }).map(([status, answer]) => [status, typeof answer === 'string' ? { description: answer } : {

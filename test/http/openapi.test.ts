@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import { api, withService } from '../helpers/service.js';
 
 interface Operation {
+  parameters?: Array<{ in: string; name: string }>;
   responses: Record<string, { description: string; content?: Record<string, { schema: { properties?: Record<string, unknown> } }> }>;
 }
 
@@ -56,5 +57,13 @@ describe('the OpenAPI document', () => {
         assert.deepEqual(Object.keys(document.paths[path]![method]!.responses['200']!.content ?? {}).sort(), ['application/json', 'text/event-stream'], `${method} ${path}`);
       }
       assert.deepEqual(Object.keys(document.paths['/v1/models']!.get!.responses['200']!.content ?? {}), ['application/json'], 'a plain answer is JSON alone');
+      // The headers the routes read: Idempotency-Key on every POST, Last-Event-ID where a GET streams.
+      const headersOf = (path: string, method: string) => (document.paths[path]![method]!.parameters ?? [])
+        .filter((parameter) => parameter.in === 'header').map((parameter) => parameter.name.toLowerCase());
+      for (const [path, operations] of Object.entries(document.paths)) {
+        if (operations.post) assert.ok(headersOf(path, 'post').includes('idempotency-key'), `POST ${path} documents Idempotency-Key`);
+      }
+      for (const path of ['/v1/responses/{id}', '/v1/tasks/{id}/events']) assert.deepEqual(headersOf(path, 'get'), ['last-event-id'], `GET ${path}`);
+      assert.deepEqual(headersOf('/v1/models', 'get'), [], 'a GET that does not stream reads neither');
     }));
 });
