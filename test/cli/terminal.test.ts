@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { makeDataDir } from '../helpers/data-dir.js';
@@ -81,5 +81,25 @@ describe('the CLI on a terminal (LMSP 12)', () => {
       assert.equal((await service.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 2 })).body.status, 'incomplete');
       assert.doesNotMatch(service.output(), /exited unexpectedly/);
     });
+  });
+
+  test('the terminal of lmsp serve going away (its window closed) stops it cleanly, with exit 0: nothing is written to it any more, and Node\'s exit does not abort on it', { timeout: 90_000 }, async () => {
+    const dataDir = makeDataDir('hangup-terminal');
+    // The shell, which the hangup reaches first, passes it on to the service (as an interactive
+    // shell does to its jobs) and writes down how the service ended, not on the terminal.
+    const script = join(dataDir, 'serve.sh');
+    writeFileSync(script, '"$NODE" "$BIN" serve --port 0 --data-dir "$DIR" &\npid=$!\n'
+      + 'trap \'kill -HUP $pid; wait $pid; echo $? > "$DIR/exit-status"; exit\' HUP\nwait $pid\n');
+    const terminal = spawn('script', ['-qec', `sh ${script}`, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NODE: process.execPath, BIN: LMSP_BIN, DIR: dataDir },
+    });
+    terminal.stdout.resume();
+    const serviceFile = join(dataDir, 'service.json');
+    await waitFor(() => existsSync(serviceFile), { what: 'the service on a terminal to start' });
+    terminal.kill('SIGKILL'); // the terminal's other end closes: the kernel hangs the terminal up
+    const status = await waitFor(() => (existsSync(join(dataDir, 'exit-status')) ? readFileSync(join(dataDir, 'exit-status'), 'utf8').trim() : null),
+      { timeoutMs: 30_000, what: 'the service to end with its terminal' });
+    assert.equal(status, '0', 'a clean stop, not a crash or an abort');
+    assert.ok(!existsSync(serviceFile), 'a clean stop removes service.json');
   });
 });

@@ -1,4 +1,5 @@
 /** `lmsp serve`: run the service (LMSP section 12). */
+import { closeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { isatty } from 'node:tty';
@@ -76,30 +77,50 @@ export function registerServe(program: Command): void {
     // than after a start that may take long.
     let service: Awaited<ReturnType<typeof startService>> | undefined;
     let stopping = false;
+    // SIGHUP: the terminal went away. A service started on one stops cleanly with it, and writes
+    // nothing more there (a write to a terminal that hung up fails, or blocks the process); one
+    // started on none (under nohup, by a service manager, its output in files) goes on, as nohup
+    // means it to: Node sets back to the default the SIGHUP that nohup ignores, which would kill
+    // it outright. Asked at the start: once the terminal has hung up, it is no terminal any more.
+    const terminalFds = [0, 1, 2].filter((fd) => isatty(fd));
+    let hungUp = false;
+    const exit = (code: number): never => {
+      // Node sets a terminal back as it was when it exits, and aborts when that terminal has hung
+      // up (the call fails): its descriptors are closed first, which Node then passes over.
+      if (hungUp) {
+        for (const fd of terminalFds) {
+          try {
+            closeSync(fd);
+          } catch {
+            // closed already
+          }
+        }
+      }
+      return process.exit(code);
+    };
     const stop = (signal: NodeJS.Signals | 'database lost') => {
       if (stopping) return;
       stopping = true;
       if (!service) {
         log.info({ signal }, 'stopping before the start finished: unfinished tasks stay on disk and are recovered at the next start');
-        process.exit(128 + osConstants.signals[signal as NodeJS.Signals]);
+        return exit(128 + osConstants.signals[signal as NodeJS.Signals]);
       }
       if (signal !== 'database lost') log.info({ signal }, 'stopping: unfinished tasks stay on disk and are recovered at the next start');
       service.close().then(() => {
         lock.release();
-        process.exit(signal === 'database lost' ? EXIT_DATABASE_UNAVAILABLE : 0);
+        exit(signal === 'database lost' ? EXIT_DATABASE_UNAVAILABLE : 0);
       }, (error: unknown) => {
         log.error({ err: error }, 'error while stopping');
-        process.exit(1);
+        exit(1);
       });
     };
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
-    // SIGHUP: the terminal went away. A service on one stops cleanly with it; one on none (run
-    // under nohup, by a service manager, its output in files) goes on, as nohup means it to:
-    // Node sets back to the default the SIGHUP that nohup ignores, which would kill it outright.
     process.on('SIGHUP', () => {
-      if ([0, 1, 2].some((fd) => isatty(fd))) stop('SIGHUP');
-      else log.info({ signal: 'SIGHUP' }, 'SIGHUP ignored: no terminal is attached, so none went away');
+      if (terminalFds.length === 0) return void log.info({ signal: 'SIGHUP' }, 'SIGHUP ignored: no terminal is attached, so none went away');
+      hungUp = true;
+      log.level = 'silent';
+      stop('SIGHUP');
     });
     try {
       service = await startService(config, store, bus, log);
