@@ -118,8 +118,9 @@ export function registerServe(program: Command): void {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGHUP', () => {
       if (terminalFds.length === 0) return void log.info({ signal: 'SIGHUP' }, 'SIGHUP ignored: no terminal is attached, so none went away');
-      hungUp = true;
-      log.level = 'silent';
+      // A signal sent by hand finds the terminal still there; a hangup finds it gone (no terminal any more).
+      hungUp = terminalFds.some((fd) => !isatty(fd));
+      if (hungUp) log.level = 'silent';
       stop('SIGHUP');
     });
     try {
