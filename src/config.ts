@@ -48,6 +48,7 @@ export interface ServiceConfig {
   allowedOrigins: string[];
   maxStreamsPerClient: number;
   maxStreams: number;
+  /** 0: auto, as many as the open-file limit allows. */
   maxConnections: number;
   maxUnfinishedTasksPerClient: number;
   /** LMSP 12: JSON lines, readable lines, or readable only on a terminal. */
@@ -227,8 +228,9 @@ export const OPTIONS: readonly OptionDefinition[] = [
     description: 'open event streams one client may hold', parse: integerParser(1, 100_000) },
   { key: 'maxStreams', flag: '--max-streams', env: 'LMSP_MAX_STREAMS', defaultText: '512',
     description: 'open event streams in total', parse: integerParser(1, 1_000_000) },
-  { key: 'maxConnections', flag: '--max-connections', env: 'LMSP_MAX_CONNECTIONS', defaultText: '4096',
-    description: 'open TCP connections; past it a new connection is closed at once (lowered to fit the open-file limit)', parse: integerParser(1, 1_000_000) },
+  { key: 'maxConnections', flag: '--max-connections', env: 'LMSP_MAX_CONNECTIONS', defaultText: 'auto',
+    description: 'open TCP connections; past it a new connection is closed at once (auto: as many as the open-file limit leaves beside the 256 files the service keeps for itself; a number is lowered to that too)',
+    parse: (t) => (t === 'auto' ? 0 : integerParser(1, 1_000_000)(t)) },
   { key: 'maxUnfinishedTasksPerClient', flag: '--max-unfinished-tasks-per-client', env: 'LMSP_MAX_UNFINISHED_TASKS_PER_CLIENT', defaultText: '1000',
     description: 'unfinished tasks one client may have; past it creates get 429 too_many_tasks', parse: integerParser(1, 100_000_000) },
   { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',
@@ -326,7 +328,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     allowedOrigins: (values.allowedOrigins as string[]) ?? [],
     maxStreamsPerClient: (values.maxStreamsPerClient as number) ?? 16,
     maxStreams: (values.maxStreams as number) ?? 512,
-    maxConnections: (values.maxConnections as number) ?? 4096,
+    maxConnections: (values.maxConnections as number) ?? 0,
     maxUnfinishedTasksPerClient: (values.maxUnfinishedTasksPerClient as number) ?? 1000,
     logFormat: ((values.logFormat as string) ?? 'auto') as ServiceConfig['logFormat'],
     debug: {
@@ -365,7 +367,7 @@ export function describeConfig(config: ServiceConfig): Record<string, string | n
     allowed_origins: config.allowedOrigins.join(','),
     max_streams_per_client: config.maxStreamsPerClient,
     max_streams: config.maxStreams,
-    max_connections: config.maxConnections,
+    max_connections: config.maxConnections || 'auto',
     max_unfinished_tasks_per_client: config.maxUnfinishedTasksPerClient,
     log_format: config.logFormat,
   };

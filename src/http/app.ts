@@ -239,7 +239,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   answerWhatNodeWouldRefuse(app.server, (authority) => servedNames.has(hostName(authority) ?? ''));
   const openFiles = openFileLimit();
   const connections = connectionCap(config.maxConnections, openFiles);
-  if (connections < config.maxConnections) {
+  if (config.maxConnections !== 0 && connections !== null && connections < config.maxConnections) {
     app.log.warn({ max_connections: connections, open_files: openFiles },
       `--max-connections is lowered to ${connections}: the process may open ${openFiles} files, and keeps ${RESERVED_FILES} for itself`);
   }

@@ -11,9 +11,11 @@
  *   pools of the clients people use keep theirs (undici, and so the `openai` package, 4 s; Node's
  *   http agent 5 s), so a reused connection never meets one the service has just closed.
  * - JSON nested deeper than 64 levels is refused before it is parsed (LMSP section 2).
- * - Open connections are capped (`--max-connections`), below the process's open-file limit: a
+ * - Open connections are capped (`--max-connections`) below the process's open-file limit: a
  *   neighbour that opens connections by the thousand gets the extra ones closed at once, and
  *   the service keeps the files it needs for itself (its database, its runners, model files).
+ *   By default the cap is all the limit leaves, so that it takes as many connections to shut
+ *   clients out as it did without one.
  */
 import { readFileSync } from 'node:fs';
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -51,10 +53,14 @@ export function openFileLimit(limitsFile = '/proc/self/limits'): number | null {
   return soft !== undefined && /^\d+$/.test(soft) ? Number(soft) : null;
 }
 
-/** The connections to accept: as asked, but no more than the open-file limit leaves beside the reserve. */
-export function connectionCap(wanted: number, openFiles: number | null): number {
-  if (openFiles === null) return wanted;
-  return Math.min(wanted, Math.max(MIN_CONNECTIONS, openFiles - RESERVED_FILES));
+/**
+ * The connections to accept: as asked (0: as many as there can be), but no more than the
+ * open-file limit leaves beside the reserve; null for no cap (0 asked, and no limit known).
+ */
+export function connectionCap(wanted: number, openFiles: number | null): number | null {
+  if (openFiles === null) return wanted === 0 ? null : wanted;
+  const room = Math.max(MIN_CONNECTIONS, openFiles - RESERVED_FILES);
+  return wanted === 0 ? room : Math.min(wanted, room);
 }
 
 /**
@@ -62,7 +68,8 @@ export function connectionCap(wanted: number, openFiles: number | null): number 
  * one so closed and warning at most once a minute: a client then sees the connection reset, which
  * the `openai` package and others retry.
  */
-export function capConnections(server: Server, cap: number, dropped: () => void, warn: (message: string) => void): void {
+export function capConnections(server: Server, cap: number | null, dropped: () => void, warn: (message: string) => void): void {
+  if (cap === null) return;
   server.maxConnections = cap;
   let warnedAt = -Infinity;
   server.on('drop', () => {

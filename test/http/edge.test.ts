@@ -320,6 +320,9 @@ describe('open connections are capped (--max-connections)', () => {
     assert.equal(openFileLimit(limits('1024')), 1024);
     assert.equal(openFileLimit(limits('unlimited')), null, 'unlimited is no limit');
     assert.equal(openFileLimit(join(folder, 'absent')), null, 'unknown where the file is missing (not Linux)');
+    // auto (0): all the limit leaves, so that shutting clients out takes as many connections as without a cap.
+    assert.equal(connectionCap(0, 20_000), 20_000 - RESERVED_FILES);
+    assert.equal(connectionCap(0, null), null, 'no cap where no limit is known');
     assert.equal(connectionCap(4096, null), 4096);
     assert.equal(connectionCap(4096, 1_048_576), 4096);
     assert.equal(connectionCap(4096, 1024), 1024 - RESERVED_FILES, 'lowered to leave the service its own files');
