@@ -179,6 +179,11 @@ const ERROR_ANSWER = {
   },
 } as const;
 
+/** The 404 of a request that no route serves. */
+function noRoute(request: FastifyRequest): ServiceError {
+  return new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`);
+}
+
 /** How the OpenAPI document describes the headers that every POST, or every stream, reads. */
 const IDEMPOTENCY_KEY_HEADER = {
   type: 'string', minLength: 1, maxLength: 255,
@@ -314,7 +319,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     // A method that may carry a body (QUERY) sent without Content-Type: Fastify refuses it
     // before any route, the unknown ones included (LMSP 2: never a 5xx for what a client sent).
     const serviceError = (error as FastifyError).code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE'
-      ? (request.is404 ? new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`) : new ServiceError('unsupported_media_type'))
+      ? (request.is404 ? noRoute(request) : new ServiceError('unsupported_media_type'))
       : toServiceError(error);
     // The engine failing on a model's file is logged as what it is, not as a bug with its stack.
     if (serviceError.code === 'engine_error') request.log.warn({ url: request.url, error: serviceError.message }, 'the engine failed on this request');
@@ -324,7 +329,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     if (!(await drainRequest(request.raw, DRAIN_FACTOR * config.bodyLimitBytes))) reply.header('connection', 'close');
     return sendError(reply, serviceError);
   });
-  app.setNotFoundHandler((request, reply) => sendError(reply, new ServiceError('not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`)));
+  app.setNotFoundHandler((request, reply) => sendError(reply, noRoute(request)));
 
   // Every route declares its access (LMSP section 4); one that forgets fails at startup.
   const routes: RouteEntry[] = [];
@@ -396,7 +401,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
   // After every check made on the headers (the hooks above): a client that waits for it is told
   // to send its body.
   app.addHook('preParsing', async (request, reply, payload) => {
-    continueRequest(request.raw, reply.raw, config.bodyLimitBytes);
+    continueRequest(request.raw, reply.raw, config.bodyLimitBytes, request.is404 ? noRoute(request) : null);
     return payload;
   });
   registerMetrics(app, metrics);

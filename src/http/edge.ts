@@ -175,14 +175,22 @@ export function drainRequest(raw: IncomingMessage, bound: number): Promise<boole
 /** Requests that sent `Expect: 100-continue` and have not been told to go on yet. */
 const awaitingContinue = new WeakSet<IncomingMessage>();
 
+/** The media types of the bodies the service reads: JSON (LMSP 2). */
+export const JSON_MEDIA_TYPE = /^application\/(?:json|[\w.+-]+\+json)$/;
+
 /**
  * Tells a client that sent `Expect: 100-continue` to send its body, now that everything decided
- * from the headers has passed; a declared body over `bodyLimit` is refused (413) instead.
+ * from the headers has passed; what the headers refuse is answered instead: a route that does
+ * not exist (`noRoute`), a declared body over `bodyLimit` (413), a body that is not JSON (415).
  */
-export function continueRequest(raw: IncomingMessage, response: ServerResponse, bodyLimit: number): void {
+export function continueRequest(raw: IncomingMessage, response: ServerResponse, bodyLimit: number, noRoute: ServiceError | null): void {
   if (!awaitingContinue.has(raw)) return;
+  if (noRoute) throw noRoute;
   const declared = Number(raw.headers['content-length']);
   if (Number.isFinite(declared) && declared > bodyLimit) throw new ServiceError('request_too_large');
+  const type = raw.headers['content-type']?.split(';')[0]!.trim().toLowerCase() ?? '';
+  const body = declared > 0 || raw.headers['transfer-encoding'] !== undefined;
+  if (body && !JSON_MEDIA_TYPE.test(type)) throw new ServiceError('unsupported_media_type');
   awaitingContinue.delete(raw);
   response.writeContinue();
 }

@@ -76,7 +76,7 @@ describe('refusals the client can read (LMSP 2, 9)', () => {
     assert.equal(answer.headers.connection, 'close');
   }));
 
-  test('Expect: 100-continue: a body the headers already refuse is never asked for (413, 401 at once, the connection closed); one they allow is', () =>
+  test('Expect: 100-continue: a body the headers already refuse is never asked for (413, 401, 415, 404 at once, the connection closed); one they allow is', () =>
     withService({}, async (service) => {
       const host = new URL(service.url).host;
       const head = (length: number, token: string | null) => `POST /v1/responses HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\n`
@@ -96,6 +96,12 @@ describe('refusals the client can read (LMSP 2, 9)', () => {
       const noToken = await rawRequest(service.url, head(20, null), 5_000);
       assert.equal(noToken.status, 401);
       assert.equal(errorCode(noToken.body), 'invalid_token');
+      const notJson = await rawRequest(service.url, head(20, service.token).replace('application/json', 'text/plain'), 5_000);
+      assert.equal(notJson.status, 415);
+      assert.equal(errorCode(notJson.body), 'unsupported_media_type');
+      const noRoute = await rawRequest(service.url, head(20, service.token).replace('/v1/responses', '/v1/nothing'), 5_000);
+      assert.equal(noRoute.status, 404);
+      assert.equal(errorCode(noRoute.body), 'not_found');
       const body = JSON.stringify({ model: 'lmsp-tiny', input: 'x', max_output_tokens: 2 });
       const socket = await openSocket(service.url);
       try {
