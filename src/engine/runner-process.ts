@@ -20,6 +20,8 @@ export type RunnerLog = (level: 'info' | 'warn' | 'error', message: string, fiel
 
 /** The longest line of a runner's own output that is logged whole; the rest of it is cut. */
 const OUTPUT_LINE_LIMIT = 4096;
+/** Control characters (C0, DEL, C1) but the tab. */
+const CONTROL_CHARACTERS = /[^\P{Cc}\t]/gu;
 
 type Handler = (message: RunnerMessage) => void;
 
@@ -118,7 +120,9 @@ export class RunnerProcess {
       if (!stream) continue;
       createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
         if (line.trim() === '') return;
-        const text = line.length > OUTPUT_LINE_LIMIT ? `${line.slice(0, OUTPUT_LINE_LIMIT)}... (${line.length} characters)` : line;
+        const cut = line.length > OUTPUT_LINE_LIMIT ? `${line.slice(0, OUTPUT_LINE_LIMIT)}... (${line.length} characters)` : line;
+        // Control characters written out (\x1b...): a model file's strings must not move a terminal's cursor or colour its log.
+        const text = cut.replace(CONTROL_CHARACTERS, (character) => `\\x${character.charCodeAt(0).toString(16).padStart(2, '0')}`);
         log(level, text, { runner_pid: spawned.pid, output: name });
       });
     }

@@ -23,9 +23,12 @@ const CORS_ALLOW_HEADERS = 'authorization, content-type, idempotency-key, last-e
 const CORS_EXPOSE_HEADERS = 'location, lmsp-task-id, idempotent-replayed, retry-after, x-should-retry, x-request-id';
 const CORS_METHODS = 'GET, POST, DELETE, OPTIONS';
 
-/** `name` of a Host header value, lower case, IPv6 kept in brackets; null when malformed (a port past 65535 included). */
+/**
+ * `name` of a Host header value, lower case, IPv6 kept in brackets; null when malformed (a port
+ * past 65535 included). A port is any number of digits, none included (RFC 3986 3.2.3).
+ */
 export function hostName(host: string): string | null {
-  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(host.trim());
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d*))?$/.exec(host.trim());
   if (!match || (match[2] !== undefined && Number(match[2]) > 65535)) return null;
   return match[1]!.toLowerCase();
 }

@@ -60,7 +60,7 @@ function assertIdFree(deps: PullDeps, id: string): void {
   if (deps.registry.get(id)) throw modelExists(id, 'is already registered');
   assertNotBeingPulled(deps, id);
   // lstat: a link counts as there, even one that leads nowhere (the download would not replace it).
-  if (lstatSync(modelPathOf(deps.registry.modelsDir, id), { throwIfNoEntry: false })) throw modelExists(id, `has no record, but a file named ${id}.gguf is in the models directory (register it with \`lmsp models add\`)`);
+  if (lstatSync(modelPathOf(deps.registry.modelsDir, id), { throwIfNoEntry: false })) throw modelExists(id, `has no record, but something named ${id}.gguf is in the models directory already (a file to register with \`lmsp models add\`, or to remove)`);
 }
 
 interface PreparedPull {

@@ -57,6 +57,23 @@ describe('the CLI on a terminal (LMSP 12)', () => {
       assert.doesNotMatch(ended.output, /fetch failed/);
     }));
 
+  test('lmsp top follows the service when it comes back on another port', { timeout: 90_000 }, () =>
+    withService({}, async (service) => {
+      const top = onTerminal(['top', '--interval', '500ms', '--data-dir', service.dataDir], 'q', 9000);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await service.kill();
+      const again = await service.restart(); // port 0: another port
+      try {
+        const ended = await top;
+        assert.equal(ended.code, 0, ended.output);
+        const lastMiss = ended.output.lastIndexOf('is not answering');
+        assert.ok(lastMiss > 0, 'it saw the service go');
+        assert.match(ended.output.slice(lastMiss), /queued 0 {3}running 0/, `frames again from ${again.url}`);
+      } finally {
+        await again.kill();
+      }
+    }));
+
   test('SIGHUP: lmsp serve on a terminal stops cleanly (the terminal went away); on none, as under nohup, it goes on', { timeout: 90_000 }, async () => {
     const dataDir = makeDataDir('hangup');
     const serve = onTerminal(['serve', '--port', '0', '--data-dir', dataDir]);

@@ -27,9 +27,14 @@ describe('Host and Origin checks (LMSP section 2)', () => {
         const answer = await rawGet(service.url, '/v1/clients/me', { Host: host, Authorization: `Bearer ${service.token}` });
         assert.equal(answer.status, 200, `Host ${host} is this service`);
       }
-      for (const host of ['localhost:99999', '127.0.0.1:65536', 'localhost:', '127.0.0.1:abc']) {
+      for (const host of ['localhost:99999', '127.0.0.1:65536', '127.0.0.1:0000065536', '127.0.0.1:abc']) {
         const answer = await rawGet(service.url, '/v1/clients/me', { Host: host, Authorization: `Bearer ${service.token}` });
         assert.equal(answer.status, 421, `Host ${host} names no port a service can listen on`);
+      }
+      // RFC 3986: a port is any number of digits, leading zeros or none.
+      for (const host of [`localhost:000${port}`, 'localhost:']) {
+        const answer = await rawGet(service.url, '/v1/clients/me', { Host: host, Authorization: `Bearer ${service.token}` });
+        assert.equal(answer.status, 200, `Host ${host}`);
       }
       const missing = await rawRequest(service.url, 'GET /v1/service HTTP/1.0\r\n\r\n');
       assert.equal(missing.status, 421, 'a request without Host is not known to be for us');

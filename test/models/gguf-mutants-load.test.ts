@@ -93,10 +93,10 @@ describe('accepted mutants loaded by a runner (LMSP 5: no file can crash the ser
 });
 
 describe('what a runner prints about a model file stays inside the service log (LMSP 5)', () => {
-  test('a file whose strings hold log lines of their own cannot add lines to the JSON log: every line is the service\'s, the runner\'s text is a field', () =>
+  test('a file whose strings hold log lines or terminal escapes of their own cannot add lines to the JSON log or reach a terminal: every line is the service\'s, the runner\'s text a field, its control characters written out', () =>
     withService({}, async (service) => {
       const forged = '{"level":60,"time":1,"pid":1,"msg":"FORGED by model file"}';
-      writeModel(join(service.dataDir, 'models'), 'forger.gguf', tinyWith('tokenizer.ggml.model', { type: 'string', value: `zz\n${forged}\n` }));
+      writeModel(join(service.dataDir, 'models'), 'forger.gguf', tinyWith('tokenizer.ggml.model', { type: 'string', value: `zz\u001b[2J\u001b[31m\n${forged}\n` }));
       assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'forger.gguf', id: 'forger' } })).status, 201);
       const started = await service.client.createResponse({ model: 'forger', input: 'hi', max_output_tokens: 3, background: true });
       const task = await waitFor(async () => {
@@ -113,6 +113,7 @@ describe('what a runner prints about a model file stays inside the service log (
         const entry = JSON.parse(line) as { level: number; msg: string; pid: number };
         assert.equal(entry.pid, service.pid, `a line of the service: ${line}`);
         assert.notEqual(entry.msg, 'FORGED by model file', 'no line forged by the file');
+        assert.ok(!/[^\P{Cc}\t]/u.test(entry.msg), `no control character reaches a terminal: ${JSON.stringify(entry.msg)}`);
       }
       assert.ok(lines.some((line) => (JSON.parse(line) as { msg: string; output?: string }).output === 'stderr'), 'the runner\'s output logged as its own lines');
     }));

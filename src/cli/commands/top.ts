@@ -9,7 +9,7 @@ import type { LmspClient } from '../../api/client.js';
 import { figuresOf, tokensPerSecond, type Figures } from '../../api/metrics-figures.js';
 import type { ServiceObject, TaskObject } from '../../api/types.js';
 import { parseDuration, sleep } from '../../time.js';
-import { action, CliError, EXIT_USAGE, isConnectionFailure, operatorClient, printJson, table, withCommonOptions, type CommonOptions } from '../context.js';
+import { action, CliError, EXIT_USAGE, isConnectionFailure, operatorClient, printJson, serviceClient, table, withCommonOptions, type CommonOptions } from '../context.js';
 
 const UNFINISHED = ['queued', 'loading', 'running', 'cancelling'];
 
@@ -124,14 +124,15 @@ export function registerTop(program: Command): void {
         process.stdout.write(`${renderFrame(view, Number.MAX_SAFE_INTEGER)}\n`);
         return;
       }
-      await runLive(client, service, intervalMs);
+      await runLive(client, service, intervalMs, () => serviceClient(options));
     }));
 }
 
 const DEFAULT_COLUMNS = 120;
 
 /** Redraws on the terminal's alternate screen until q or Ctrl-C. */
-async function runLive(client: LmspClient, service: ServiceObject, intervalMs: number): Promise<void> {
+async function runLive(first: LmspClient, service: ServiceObject, intervalMs: number, find: () => Promise<LmspClient | null>): Promise<void> {
+  let client = first;
   const out = process.stdout;
   let stopped = false;
   const stop = () => {
@@ -156,8 +157,10 @@ async function runLive(client: LmspClient, service: ServiceObject, intervalMs: n
       // A terminal that reports no size (0 columns: a pty nobody sized) gets the usual width.
       out.write(`\x1b[H\x1b[2J${renderFrame(view, out.columns || DEFAULT_COLUMNS)}\n\nq quits`);
     } catch (error) {
-      // The service stopped or restarts: said so, and read again until it answers.
+      // The service stopped or restarts: said so, and read again until it answers, where it
+      // answers now (a restart may have taken another port).
       const why = isConnectionFailure(error) ? `the service at ${client.baseUrl} is not answering; trying again every ${intervalMs / 1000} s` : `cannot read the service: ${(error as Error).message}`;
+      if (isConnectionFailure(error)) client = (await find().catch(() => null)) ?? client;
       out.write(`\x1b[H\x1b[2J${why}\n\nq quits`);
     }
     for (let waited = 0; waited < intervalMs && !stopped; waited += 50) await sleep(50);
