@@ -58,7 +58,7 @@ describe('lmsp pair --scopes (LMSP sections 4 and 12)', () => {
       // --json names the code too, as the API's answer does.
       const json = await runCli(['pair', '--name', 'phone', '--json', '--data-dir', dataDir]);
       assert.equal(json.code, 0, json.stderr);
-      assert.deepEqual(Object.keys(JSON.parse(json.stdout) as object), ['code', 'name', 'expires_at', 'scopes']);
+      assert.deepEqual(Object.keys(JSON.parse(json.stdout) as object), ['object', 'code', 'name', 'scopes', 'expires_at']);
       assert.equal((JSON.parse(json.stdout) as { name: string }).name, 'phone');
     }));
 
