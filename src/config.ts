@@ -96,6 +96,19 @@ function integerParser(min: number, max: number) {
   };
 }
 
+/** `auto` (0) or an integer within bounds. */
+function autoOrIntegerParser(min: number, max: number) {
+  const integer = integerParser(min, max);
+  return (text: string) => {
+    if (text === 'auto') return 0;
+    try {
+      return integer(text);
+    } catch {
+      throw new Error(`expected auto or an integer from ${min} to ${max}`);
+    }
+  };
+}
+
 function choiceParser(choices: readonly string[]) {
   return (text: string) => {
     if (!choices.includes(text)) throw new Error(`expected one of ${choices.join(', ')}`);
@@ -213,7 +226,7 @@ export const OPTIONS: readonly OptionDefinition[] = [
     description: 'largest accepted request body', parse: sizeParser },
   { key: 'threads', flag: '--threads', env: 'LMSP_THREADS', defaultText: 'auto',
     description: 'CPU threads per generation (auto: 1 on machines of up to 4 cores, else half the cores)',
-    parse: (t) => (t === 'auto' ? 0 : integerParser(1, 1024)(t)) },
+    parse: autoOrIntegerParser(1, 1024) },
   { key: 'gpu', flag: '--gpu', env: 'LMSP_GPU', defaultText: 'auto',
     description: 'llama.cpp backend: auto (a GPU build where the machine has one), cpu, cuda, vulkan or metal',
     parse: choiceParser(['auto', 'cpu', 'cuda', 'vulkan', 'metal']) },
@@ -230,7 +243,7 @@ export const OPTIONS: readonly OptionDefinition[] = [
     description: 'open event streams in total', parse: integerParser(1, 1_000_000) },
   { key: 'maxConnections', flag: '--max-connections', env: 'LMSP_MAX_CONNECTIONS', defaultText: 'auto',
     description: 'open TCP connections; past it a new connection is closed at once (auto: as many as the open-file limit leaves beside the 256 files the service keeps for itself; a number is lowered to that too)',
-    parse: (t) => (t === 'auto' ? 0 : integerParser(1, 1_000_000)(t)) },
+    parse: autoOrIntegerParser(1, 1_000_000) },
   { key: 'maxUnfinishedTasksPerClient', flag: '--max-unfinished-tasks-per-client', env: 'LMSP_MAX_UNFINISHED_TASKS_PER_CLIENT', defaultText: '1000',
     description: 'unfinished tasks one client may have; past it creates get 429 too_many_tasks', parse: integerParser(1, 100_000_000) },
   { key: 'logLevel', flag: '--log-level', env: 'LMSP_LOG_LEVEL', defaultText: 'info',

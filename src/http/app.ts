@@ -186,7 +186,7 @@ function noRoute(request: FastifyRequest): ServiceError {
 
 /** How the OpenAPI document describes the headers that every POST, or every stream, reads. */
 const IDEMPOTENCY_KEY_HEADER = {
-  type: 'string', minLength: 1, maxLength: 255,
+  type: 'string', minLength: 1, maxLength: 255, pattern: '^[!-~]+$',
   description: 'LMSP 8 (docs/idempotency.md): a retry with the same key answers what the first request did, and does it once',
 };
 const LAST_EVENT_ID_HEADER = {

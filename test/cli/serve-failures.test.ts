@@ -158,6 +158,8 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
         [['--host', 'bad host!!'], /--host: expected an IP address or a host name/],
         [['--host', '0x7f.1'], /--host: expected an IP address or a host name/],
         [['--name', ' '], /--name: expected a name/],
+        [['--max-connections', 'AUTO'], /--max-connections: expected auto or an integer from 1 to 1000000/],
+        [['--threads', '0'], /--threads: expected auto or an integer from 1 to 1024/],
       ];
       for (const [flags, message] of cases) {
         const result = await runCli(['serve', ...flags, '--data-dir', dataDir]);

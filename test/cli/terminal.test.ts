@@ -62,13 +62,14 @@ describe('the CLI on a terminal (LMSP 12)', () => {
       const top = onTerminal(['top', '--interval', '500ms', '--data-dir', service.dataDir], 'q', 9000);
       await new Promise((resolve) => setTimeout(resolve, 1500));
       await service.kill();
-      const again = await service.restart(); // port 0: another port
+      const again = await service.restart({ args: ['--name', 'renamed'] }); // port 0: another port
       try {
         const ended = await top;
         assert.equal(ended.code, 0, ended.output);
         const lastMiss = ended.output.lastIndexOf('is not answering');
         assert.ok(lastMiss > 0, 'it saw the service go');
         assert.match(ended.output.slice(lastMiss), /queued 0 {3}running 0/, `frames again from ${again.url}`);
+        assert.match(ended.output.slice(lastMiss), /renamed/, 'the service as it is now: its name read again');
       } finally {
         await again.kill();
       }
@@ -100,23 +101,26 @@ describe('the CLI on a terminal (LMSP 12)', () => {
     });
   });
 
-  test('the terminal of lmsp serve going away (its window closed) stops it cleanly, with exit 0: nothing is written to it any more, and Node\'s exit does not abort on it', { timeout: 90_000 }, async () => {
-    const dataDir = makeDataDir('hangup-terminal');
-    // The shell, which the hangup reaches first, passes it on to the service (as an interactive
-    // shell does to its jobs) and writes down how the service ended, not on the terminal.
-    const script = join(dataDir, 'serve.sh');
-    writeFileSync(script, '"$NODE" "$BIN" serve --port 0 --data-dir "$DIR" &\npid=$!\n'
-      + 'trap \'kill -HUP $pid; wait $pid; echo $? > "$DIR/exit-status"; exit\' HUP\nwait $pid\n');
-    const terminal = spawn('script', ['-qec', `sh ${script}`, '/dev/null'], {
-      stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NODE: process.execPath, BIN: LMSP_BIN, DIR: dataDir },
-    });
-    terminal.stdout.resume();
-    const serviceFile = join(dataDir, 'service.json');
-    await waitFor(() => existsSync(serviceFile), { what: 'the service on a terminal to start' });
-    terminal.kill('SIGKILL'); // the terminal's other end closes: the kernel hangs the terminal up
-    const status = await waitFor(() => (existsSync(join(dataDir, 'exit-status')) ? readFileSync(join(dataDir, 'exit-status'), 'utf8').trim() : null),
-      { timeoutMs: 30_000, what: 'the service to end with its terminal' });
-    assert.equal(status, '0', 'a clean stop, not a crash or an abort');
-    assert.ok(!existsSync(serviceFile), 'a clean stop removes service.json');
+  test('the terminal of lmsp serve going away (its window closed) stops it cleanly, with exit 0: nothing is written to it any more, and Node\'s exit does not abort on it; a log sent to a file says it stopped', { timeout: 90_000 }, async () => {
+    for (const logTo of ['terminal', 'file'] as const) {
+      const dataDir = makeDataDir('hangup-terminal');
+      // The shell, which the hangup reaches first, passes it on to the service (as an interactive
+      // shell does to its jobs) and writes down how the service ended, not on the terminal.
+      const script = join(dataDir, 'serve.sh');
+      writeFileSync(script, `"$NODE" "$BIN" serve --port 0 --data-dir "$DIR" --log-level info ${logTo === 'file' ? '> "$DIR/serve.log" 2>&1 < /dev/tty ' : ''}&\npid=$!\n`
+        + 'trap \'kill -HUP $pid; wait $pid; echo $? > "$DIR/exit-status"; exit\' HUP\nwait $pid\n');
+      const terminal = spawn('script', ['-qec', `sh ${script}`, '/dev/null'], {
+        stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NODE: process.execPath, BIN: LMSP_BIN, DIR: dataDir },
+      });
+      terminal.stdout.resume();
+      const serviceFile = join(dataDir, 'service.json');
+      await waitFor(() => existsSync(serviceFile), { what: 'the service on a terminal to start' });
+      terminal.kill('SIGKILL'); // the terminal's other end closes: the kernel hangs the terminal up
+      const status = await waitFor(() => (existsSync(join(dataDir, 'exit-status')) ? readFileSync(join(dataDir, 'exit-status'), 'utf8').trim() : null),
+        { timeoutMs: 30_000, what: 'the service to end with its terminal' });
+      assert.equal(status, '0', `log to the ${logTo}: a clean stop, not a crash or an abort`);
+      assert.ok(!existsSync(serviceFile), 'a clean stop removes service.json');
+      if (logTo === 'file') assert.match(readFileSync(join(dataDir, 'serve.log'), 'utf8'), /"signal":"SIGHUP".*stopping: unfinished tasks stay on disk/);
+    }
   });
 });

@@ -69,6 +69,7 @@ export function registerServe(program: Command): void {
     const store = openServiceStore(dataDir, bus);
     const config = loadConfig(options, store, flags);
     // LMSP 12: with --json, standard output is the one document below; the log goes to stderr.
+    const logFd = options.json ? 2 : 1;
     const log = createLogger(config, options.json ? process.stderr : process.stdout);
     // The signal handlers come before the start, so that a stop asked for once the service has
     // reported its address is always a clean one: without a handler, a SIGTERM that arrived
@@ -120,7 +121,8 @@ export function registerServe(program: Command): void {
       if (terminalFds.length === 0) return void log.info({ signal: 'SIGHUP' }, 'SIGHUP ignored: no terminal is attached, so none went away');
       // A signal sent by hand finds the terminal still there; a hangup finds it gone (no terminal any more).
       hungUp = terminalFds.some((fd) => !isatty(fd));
-      if (hungUp) log.level = 'silent';
+      // Only a log written to that terminal goes quiet: one written to a file still says the service stopped.
+      if (hungUp && terminalFds.includes(logFd)) log.level = 'silent';
       stop('SIGHUP');
     });
     try {

@@ -131,8 +131,9 @@ export function registerTop(program: Command): void {
 const DEFAULT_COLUMNS = 120;
 
 /** Redraws on the terminal's alternate screen until q or Ctrl-C. */
-async function runLive(first: LmspClient, service: ServiceObject, intervalMs: number, find: () => Promise<LmspClient | null>): Promise<void> {
+async function runLive(first: LmspClient, firstService: ServiceObject, intervalMs: number, find: () => Promise<LmspClient | null>): Promise<void> {
   let client = first;
+  let service = firstService;
   const out = process.stdout;
   let stopped = false;
   const stop = () => {
@@ -160,7 +161,12 @@ async function runLive(first: LmspClient, service: ServiceObject, intervalMs: nu
       // The service stopped or restarts: said so, and read again until it answers, where it
       // answers now (a restart may have taken another port).
       const why = isConnectionFailure(error) ? `the service at ${client.baseUrl} is not answering; trying again every ${intervalMs / 1000} s` : `cannot read the service: ${(error as Error).message}`;
-      if (isConnectionFailure(error)) client = (await find().catch(() => null)) ?? client;
+      if (isConnectionFailure(error)) {
+        const found = await find().catch(() => null);
+        // Another start: its name, version and start time are read again.
+        const now = found && (await found.service().catch(() => null));
+        if (found && now) [client, service] = [found, now];
+      }
       out.write(`\x1b[H\x1b[2J${why}\n\nq quits`);
     }
     for (let waited = 0; waited < intervalMs && !stopped; waited += 50) await sleep(50);
