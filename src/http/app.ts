@@ -14,7 +14,7 @@ import type { AppContext, RouteAccess, RouteAnswers } from './context.js';
 import { registerAuth } from './auth.js';
 import {
   answerWhatNodeWouldRefuse, capConnections, clientErrorHandler, connectionCap, continueRequest, DRAIN_FACTOR, drainRequest, HEADERS_TIMEOUT_MS, jsonDepthExceeds,
-  KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH, openFileLimit, REQUEST_TIMEOUT_MS, RESERVED_FILES, TIMEOUT_CHECK_INTERVAL_MS,
+  JSON_SUFFIX_MEDIA_TYPE, KEEP_ALIVE_TIMEOUT_MS, loneSurrogatePath, MAX_JSON_DEPTH, openFileLimit, REQUEST_TIMEOUT_MS, RESERVED_FILES, TIMEOUT_CHECK_INTERVAL_MS,
 } from './edge.js';
 import { allowedHostNames, hostName, registerGuards, setCors } from './guards.js';
 import { registerServiceRoutes } from './routes/service.js';
@@ -308,7 +308,7 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     done(null, value);
   };
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson);
-  app.addContentTypeParser(/^application\/[\w.+-]+\+json$/, { parseAs: 'buffer' }, parseJson);
+  app.addContentTypeParser(JSON_SUFFIX_MEDIA_TYPE, { parseAs: 'buffer' }, parseJson);
 
   app.setErrorHandler(async (error, request, reply) => {
     // The client left while it sent its body: nobody to answer, and no fault of the service's.

@@ -175,8 +175,8 @@ export function drainRequest(raw: IncomingMessage, bound: number): Promise<boole
 /** Requests that sent `Expect: 100-continue` and have not been told to go on yet. */
 const awaitingContinue = new WeakSet<IncomingMessage>();
 
-/** The media types of the bodies the service reads: JSON (LMSP 2). */
-export const JSON_MEDIA_TYPE = /^application\/(?:json|[\w.+-]+\+json)$/;
+/** JSON's structured-syntax media types (`application/vnd.api+json`), read as `application/json` is (LMSP 2). */
+export const JSON_SUFFIX_MEDIA_TYPE = /^application\/[\w.+-]+\+json$/;
 
 /**
  * Tells a client that sent `Expect: 100-continue` to send its body, now that everything decided
@@ -190,7 +190,7 @@ export function continueRequest(raw: IncomingMessage, response: ServerResponse, 
   if (Number.isFinite(declared) && declared > bodyLimit) throw new ServiceError('request_too_large');
   const type = raw.headers['content-type']?.split(';')[0]!.trim().toLowerCase() ?? '';
   const body = declared > 0 || raw.headers['transfer-encoding'] !== undefined;
-  if (body && !JSON_MEDIA_TYPE.test(type)) throw new ServiceError('unsupported_media_type');
+  if (body && type !== 'application/json' && !JSON_SUFFIX_MEDIA_TYPE.test(type)) throw new ServiceError('unsupported_media_type');
   awaitingContinue.delete(raw);
   response.writeContinue();
 }

@@ -12,7 +12,7 @@ import type { PullSettings } from '../models/pull-source.js';
 import { isStorageError } from '../store/db.js';
 import type { TaskCore } from './core.js';
 import { FairQueue } from './fair-queue.js';
-import { endFaultyPull, PULL_CANCELLED, runPull } from './pulls.js';
+import { endFaultyPull, PULL_CANCELLED, runPull, type RunPullOptions } from './pulls.js';
 import type { SchedulerLog } from './scheduler.js';
 
 interface Claim {
@@ -76,18 +76,15 @@ export class PullWorkers {
 
   private async run(taskId: string, signal: AbortSignal): Promise<void> {
     const { log } = this.options;
+    const pullLog: NonNullable<RunPullOptions['log']> = (level, message, fields) => log[level](message, fields);
     try {
-      await runPull(this.core, taskId, {
-        settings: this.settings,
-        signal,
-        log: (level, message, fields) => log[level](message, fields),
-      });
+      await runPull(this.core, taskId, { settings: this.settings, signal, log: pullLog });
     } catch (error) {
       if (!isStorageError(error) && !(error instanceof ServiceError && error.code === 'storage_unavailable')) {
         // Not the database: a fault of this pull's own, which a pause would not mend. It ends
         // the pull, unless the database refuses that too.
         log.error('pull failed unexpectedly', { task: taskId, error: String(error) });
-        const ended = await endFaultyPull(this.core, taskId, error, (level, message, fields) => log[level](message, fields)).then(() => true, () => false);
+        const ended = await endFaultyPull(this.core, taskId, error, pullLog).then(() => true, () => false);
         if (ended) return;
       }
       // The database refused a write: the pull stays as it is on disk; try again after a pause.

@@ -158,10 +158,11 @@ async function runLive(first: LmspClient, firstService: ServiceObject, intervalM
       // A terminal that reports no size (0 columns: a pty nobody sized) gets the usual width.
       out.write(`\x1b[H\x1b[2J${renderFrame(view, out.columns || DEFAULT_COLUMNS)}\n\nq quits`);
     } catch (error) {
-      // The service stopped or restarts: said so, and read again until it answers, where it
-      // answers now (a restart may have taken another port).
-      const why = isConnectionFailure(error) ? `the service at ${client.baseUrl} is not answering; trying again every ${intervalMs / 1000} s` : `cannot read the service: ${(error as Error).message}`;
+      let why = `cannot read the service: ${(error as Error).message}`;
       if (isConnectionFailure(error)) {
+        // The service stopped or restarts: said so, and read again until it answers, where it
+        // answers now (a restart may have taken another port).
+        why = `the service at ${client.baseUrl} is not answering; trying again every ${intervalMs / 1000} s`;
         const found = await find().catch(() => null);
         // Another start: its name, version and start time are read again.
         const now = found && (await found.service().catch(() => null));
