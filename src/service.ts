@@ -39,6 +39,11 @@ import { formatDuration, nowSeconds } from './time.js';
 export const SERVICE_FILE = 'service.json';
 export const STATE_DIR = 'state';
 const SSE_HEARTBEAT_MS = 15_000;
+/**
+ * How long a stop waits for the requests it is answering (a create being committed, a model file
+ * being hashed) before it cuts their connections.
+ */
+const STOP_GRACE_MS = 5_000;
 /** How often the service checks that its database is still the file at its path. */
 const DATABASE_WATCH_MS = 2_000;
 
@@ -231,9 +236,9 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     store.startWriter({ dataDir: config.dataDir, dbMaxPages: config.debug.dbMaxPages });
   }
 
+  const connections = new ConnectionRegistry({ perClient: config.maxStreamsPerClient, total: config.maxStreams });
   const app = await buildApp({
-    config, serviceId, core, scheduler,
-    connections: new ConnectionRegistry({ perClient: config.maxStreamsPerClient, total: config.maxStreams }),
+    config, serviceId, core, scheduler, connections,
     pairingLimiter: new FailureRateLimiter(),
     logger: log,
     heartbeatMs: SSE_HEARTBEAT_MS,
@@ -282,7 +287,11 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
       closing ??= (async () => {
         clearInterval(watchdog);
         core.stopping = true;
+        // Streams and waits end now; the requests being answered finish within the grace period.
+        connections.endAll();
+        const cut = setTimeout(() => app.server.closeAllConnections(), STOP_GRACE_MS);
         await app.close();
+        clearTimeout(cut);
         await scheduler.stop();
         await pulls.stop();
         await maintenance.stop();

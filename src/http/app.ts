@@ -218,8 +218,13 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
     // by Node's own bare 400.
     http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS, requireHostHeader: false },
     clientErrorHandler,
-    forceCloseConnections: true,
-    return503OnClosing: true,
+    // A stop (service.ts) closes idle connections at once and lets each request being answered
+    // finish, its connection closed after the answer: a create the service committed is always
+    // answered (the request that arrives meanwhile on a kept-alive connection too, not a 503 in
+    // another shape). Streams and waits end at once (ConnectionRegistry.endAll); the rest are cut
+    // after a grace period.
+    forceCloseConnections: 'idle',
+    return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
     // A path parameter holds an id. An id of any length reaches its route, so that the token is
     // checked first and the 404 names the id as every other 404 does (no route has a regex
@@ -382,6 +387,12 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+  });
+  // A stopping service closes each connection after its answer (Fastify does so for the requests
+  // that arrive once it closes; this covers those it was already answering).
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (context.core.stopping) reply.header('connection', 'close');
+    done(null, payload);
   });
   countRequests(app, metrics);
   guard = registerGuards(app, { listenHost: config.host, allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins });

@@ -23,6 +23,8 @@ export class ConnectionRegistry {
    * the revoke committed may bind after it ended the client's requests: it ends at once too.
    */
   private readonly ended = new Set<string>();
+  /** Set once the service stops: every request bound from then on ends at once. */
+  private stopping = false;
 
   constructor(private readonly limits: StreamLimits) {}
 
@@ -56,7 +58,7 @@ export class ConnectionRegistry {
 
   /** Ties a request to its client: `close` runs if the client is revoked meanwhile. Returns the untie. */
   bind(clientId: string, close: () => void): () => void {
-    if (this.ended.has(clientId)) {
+    if (this.stopping || this.ended.has(clientId)) {
       // Once the caller has set the request up, as when the revoke comes a moment later.
       let untied = false;
       queueMicrotask(() => {
@@ -84,5 +86,16 @@ export class ConnectionRegistry {
     const closers = this.bound.get(clientId);
     this.bound.delete(clientId);
     for (const close of closers ?? []) close();
+  }
+
+  /**
+   * The service stops: every stream and every request waiting on a task ends now, as on a revoke
+   * (a stream's client resumes from its last event at the next start), and so does any bound later.
+   */
+  endAll(): void {
+    this.stopping = true;
+    const all = [...this.bound.values()];
+    this.bound.clear();
+    for (const closers of all) for (const close of closers) close();
   }
 }

@@ -1,0 +1,101 @@
+/**
+ * A stop (SIGTERM) under load: every request the service was answering gets its answer, so a
+ * create committed before the stop is never left with a client that saw a broken connection (and
+ * would retry it into a second task); streams end at once, without holding the stop.
+ */
+import assert from 'node:assert/strict';
+import { Agent, request } from 'node:http';
+import { describe, test } from 'node:test';
+import type { ResponseObject } from '../../src/api/types.js';
+import { api, waitFor, withService } from '../helpers/service.js';
+
+interface Outcome {
+  status: number | null;
+  id: string | null;
+  error: string | null;
+}
+
+/** One background create over a kept-alive connection of `agent`. */
+function create(url: string, token: string, agent: Agent): Promise<Outcome> {
+  const body = JSON.stringify({ model: 'lmsp-tiny', input: 'hi', background: true, max_output_tokens: 1 });
+  return new Promise((resolve) => {
+    const sent = request(`${url}/v1/responses`, {
+      method: 'POST', agent,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (answer) => {
+      let text = '';
+      answer.setEncoding('utf8');
+      answer.on('data', (chunk: string) => (text += chunk));
+      answer.on('end', () => {
+        const id = answer.statusCode === 202 ? (JSON.parse(text) as ResponseObject).id : null;
+        resolve({ status: answer.statusCode ?? null, id, error: null });
+      });
+      answer.on('error', (error) => resolve({ status: answer.statusCode ?? null, id: null, error: error.message }));
+    });
+    sent.on('error', (error: NodeJS.ErrnoException) => resolve({ status: null, id: null, error: error.code ?? error.message }));
+    sent.end(body);
+  });
+}
+
+describe('a stop under load', () => {
+  test('every create the service committed was answered 202, and nothing was answered but 202', { timeout: 120_000 }, () =>
+    withService({ args: ['--max-unfinished-tasks-per-client', '100000'] }, async (service) => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+      const outcomes: Outcome[] = [];
+      let stopped = false;
+      const worker = async () => {
+        for (;;) {
+          const outcome = await create(service.url, service.token, agent);
+          outcomes.push(outcome);
+          if (outcome.status === null || stopped && outcome.error !== null) return;
+        }
+      };
+      const workers = Array.from({ length: 16 }, worker);
+      await waitFor(() => outcomes.filter((outcome) => outcome.status === 202).length >= 200, { what: '200 creates answered' });
+      stopped = true;
+      await service.stop();
+      await Promise.all(workers);
+      agent.destroy();
+      assert.equal(service.child.exitCode, 0, service.output());
+
+      const answered = outcomes.filter((outcome) => outcome.status !== null);
+      assert.deepEqual([...new Set(answered.map((outcome) => outcome.status))], [202], 'a request the stop caught was answered as any other');
+      // What never reached the service, or reached it as it closed its connections, is a
+      // connection error: the client may retry it, as nothing was made.
+      for (const outcome of outcomes.filter((each) => each.status === null)) assert.match(outcome.error ?? '', /ECONNRESET|ECONNREFUSED|EPIPE|socket hang up/);
+
+      const again = await service.restart();
+      const stored = new Set<string>();
+      let after: string | null = null;
+      for (;;) {
+        const page = (await (await api(again, `/v1/tasks?limit=1000${after ? `&after=${after}` : ''}`)).json()) as { data: { response_id: string }[]; has_more: boolean; last_id: string };
+        for (const task of page.data) stored.add(task.response_id);
+        if (!page.has_more) break;
+        after = page.last_id;
+      }
+      const accepted = new Set(answered.map((outcome) => outcome.id!));
+      assert.deepEqual([...stored].filter((id) => !accepted.has(id)), [], 'no task was committed without its 202 reaching the client');
+      assert.deepEqual([...accepted].filter((id) => !stored.has(id)), [], 'every 202 is on disk');
+    }));
+
+  test('open event streams end at once: they do not hold the stop for its grace period', { timeout: 60_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '50' } }, async (service) => {
+      const created = (await (await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'hi', background: true, max_output_tokens: 1000 } })).json()) as ResponseObject;
+      const streams = await Promise.all([1, 2, 3].map(() => api(service, `/v1/responses/${created.id}?stream=true`)));
+      for (const stream of streams) assert.equal(stream.status, 200);
+      const ended = streams.map(async (stream) => {
+        try {
+          await stream.text();
+          return 'ended';
+        } catch {
+          return 'cut';
+        }
+      });
+      const started = Date.now();
+      await service.stop();
+      const took = Date.now() - started;
+      assert.equal(service.child.exitCode, 0, service.output());
+      assert.deepEqual(await Promise.all(ended), ['ended', 'ended', 'ended'], 'each stream ended cleanly, to be resumed from its last event');
+      assert.ok(took < 4_000, `the stop took ${took} ms, as long as its grace period`);
+    }));
+});
