@@ -247,7 +247,30 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
   });
   scheduler.start();
   pulls.start();
-  const url = await app.listen({ host: config.host, port: config.port });
+  // Stops taking work and ends what runs, for a stop and for a start that cannot listen.
+  const stopWork = async () => {
+    core.stopping = true;
+    // Streams and waits end now; the requests being answered finish within the grace period.
+    connections.endAll();
+    const cut = setTimeout(() => app.server.closeAllConnections(), STOP_GRACE_MS);
+    await app.close();
+    clearTimeout(cut);
+    await scheduler.stop();
+    await pulls.stop();
+    await maintenance.stop();
+    await engine.close();
+    timeline.close();
+    store.db.onCommit = null;
+  };
+  let url: string;
+  try {
+    url = await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    // Nothing was served: the database is closed as at a stop, its log written into it.
+    await stopWork();
+    await store.close();
+    throw error;
+  }
   if (!isLoopback(config.host)) {
     log.warn({ host: config.host }, 'listening beyond loopback: anyone who can reach this port can try pairing codes and use paired tokens');
   }
@@ -286,18 +309,7 @@ export async function startService(config: ServiceConfig, store: Store, bus: Tas
     close: () => {
       closing ??= (async () => {
         clearInterval(watchdog);
-        core.stopping = true;
-        // Streams and waits end now; the requests being answered finish within the grace period.
-        connections.endAll();
-        const cut = setTimeout(() => app.server.closeAllConnections(), STOP_GRACE_MS);
-        await app.close();
-        clearTimeout(cut);
-        await scheduler.stop();
-        await pulls.stop();
-        await maintenance.stop();
-        await engine.close();
-        timeline.close();
-        store.db.onCommit = null;
+        await stopWork();
         // The database the service ran on, its last commits included, copied out before it closes
         // (a file once lost stays lost, so this also covers a stop before the watchdog saw it go).
         const lost = store.db.fileLost() !== null;

@@ -261,6 +261,12 @@ export function describeFailure(error: unknown): DescribedFailure | null {
   if (error instanceof CliError) return described({ code: error.code, message: error.message }, error.message, error.exitCode);
   if (error instanceof DatabaseOpenError) return described({ code: databaseErrorCode(error.exitCode), message: error.message }, error.message, error.exitCode);
   if (error instanceof ConfigError) return described({ code: 'invalid_usage', message: error.message }, error.message, EXIT_USAGE);
+  if (error instanceof ServiceError && error.code === 'storage_unavailable') {
+    // The command's own write to the database failed (not an answer of the service): no HTTP
+    // status to report, but the database's exit code and what SQLite said.
+    const message = `cannot write the database: ${(error.cause as Error | undefined)?.message ?? error.message} (a full disk, a read-only file or file system, or another program holding it locked)`;
+    return described({ code: databaseErrorCode(EXIT_DATABASE_UNAVAILABLE), message }, message, EXIT_DATABASE_UNAVAILABLE);
+  }
   if (error instanceof LmspApiError || error instanceof ServiceError) {
     return described({ status: error.status, code: error.code, message: error.message, param: error.param }, `${error.message} (${error.status} ${error.code})`, 1);
   }

@@ -12,7 +12,7 @@
  * code or not a database at all is refused with a clear error and never overwritten.
  */
 import BetterSqlite3 from 'better-sqlite3';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ServiceError } from '../domain/errors.js';
 import { packagePath } from '../paths.js';
@@ -156,6 +156,28 @@ function assertIsSqliteFile(path: string): void {
       `${path} is not an SQLite database (its header is wrong). lmsp will not touch it: move it away or point --data-dir elsewhere.`,
       EXIT_DATABASE_NOT_USABLE,
     );
+  }
+}
+
+/**
+ * The database and its log files must be writable by this user. SQLite opens a file it may not
+ * write read-only without a word (the service then failed at its first write, with an API error
+ * where a start needs a reason), and makes the log files it creates, when it first reads a WAL
+ * database, with the database's mode: they then refused every later start even once the
+ * database was writable again. Checked before SQLite opens anything, so nothing is created.
+ */
+function assertWritable(path: string): void {
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      accessSync(file, fsConstants.W_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') continue;
+      const why = code === 'EROFS' ? 'it is on a read-only file system'
+        : code === 'EACCES' ? `this user may not write it (mode ${(statSync(file).mode & 0o777).toString(8)}); make it writable: chmod 600 ${file}`
+          : (error as Error).message;
+      throw new DatabaseOpenError(`cannot write ${file}: ${why}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+    }
   }
 }
 
@@ -317,6 +339,7 @@ export class Database {
       }
     } else {
       assertIsSqliteFile(path);
+      assertWritable(path);
     }
     let sqlite: Sqlite;
     try {

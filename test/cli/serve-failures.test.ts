@@ -37,7 +37,26 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
         const json = await runCli(['serve', '--port', String(port), '--json', '--log-format', 'json', '--data-dir', dataDir]);
         assert.equal(json.code, 1, json.stderr);
         assert.match(failureOf(json).message, /already in use/);
+        // Closed as a stop closes it: the database's log written into it, the lock let go.
+        assert.deepEqual(readdirSync(dataDir).filter((name) => /-wal$|-shm$|-journal$/.test(name)), [], 'no log or journal left beside the database');
       } finally {
+        holder.close();
+      }
+    }));
+
+  test('a database another program holds locked: a command that must write it exits 74 database_unavailable with what SQLite said', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      assert.equal((await runCli(['pair', '--data-dir', dataDir])).code, 0);
+      const holder = new BetterSqlite3(join(dataDir, 'lmsp.db'));
+      holder.exec('BEGIN IMMEDIATE');
+      try {
+        const result = await runCli(['pair', '--json', '--data-dir', dataDir]);
+        assert.equal(result.code, 74, result.stderr);
+        assert.equal(failureOf(result).code, 'database_unavailable');
+        assert.match(failureOf(result).message, /^cannot write the database: database is locked \(a full disk, a read-only file or file system, or another program holding it locked\)$/);
+        assertNoStackTrace(result);
+      } finally {
+        holder.exec('ROLLBACK');
         holder.close();
       }
     }));

@@ -129,6 +129,8 @@ export function registerServe(program: Command): void {
       service = await startService(config, store, bus, log);
       service.onDatabaseLost(() => stop('database lost'));
     } catch (error) {
+      // A start that failed leaves the data directory as a stop does (startService closed the database).
+      lock.release();
       const failure = listenFailure(error as NodeJS.ErrnoException, config);
       if (failure) throw new CliError(failure, 1);
       throw error;
