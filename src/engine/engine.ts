@@ -98,6 +98,11 @@ export class EngineInputError extends Error {
 /** The generation stopped because its signal was aborted. */
 export class GenerationCancelled extends Error {
   override name = 'GenerationCancelled';
+
+  /** `runnerDied`: its runner process died while the cancel was pending, which ended it the same way. */
+  constructor(message: string, readonly runnerDied = false) {
+    super(message);
+  }
 }
 
 /** Says whether what a runner has just loaded may be used; throws when it may not. */

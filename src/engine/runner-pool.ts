@@ -404,7 +404,7 @@ export class RunnerPool implements Engine {
         }
       }, (exit) => {
         // A crash reaches every generation of the runner (all its sequences): each may run again.
-        settle(() => reject(signal.aborted ? new GenerationCancelled('cancelled')
+        settle(() => reject(signal.aborted ? new GenerationCancelled('cancelled', exit.unexpected)
           : exit.unexpected ? new EngineExited(exit.reason) : new EngineError('engine_error', exit.reason)));
       });
       if (signal.aborted) onAbort();

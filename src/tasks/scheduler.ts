@@ -270,7 +270,14 @@ export class Scheduler {
     }
     try {
       if (error instanceof GenerationCancelled) {
-        await this.write((c) => machine.finishCancel(c, task.id));
+        const cancelled = await this.write((c) => machine.finishCancel(c, task.id));
+        // Its runner died under it before the cancel was done: counted with the other tasks a
+        // runner's death ended, by what that did (LMSP 7.5: cancelling -> cancelled).
+        if (cancelled && error.runnerDied) {
+          this.options.log.warn('the runner process died under the task while it was cancelled', { task: task.id });
+          this.options.onInterrupted?.('cancelled');
+          return 'cancelled';
+        }
       } else if (error instanceof EngineExited) {
         // The task did nothing wrong: its policy decides, the death counting as a restart.
         const outcome = await this.write<RecoveryOutcome | null>((c) =>

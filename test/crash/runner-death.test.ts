@@ -267,5 +267,8 @@ describe('a runner process that dies: limits and cancels (LMSP 7.5, 7.4)', { ski
       assert.equal(final.task.attempt, 1);
       const events = await assertLogIntact(service, response.task.id);
       assert.ok(!statusTypes(events).includes('response.queued'));
+      // LMSP 15: counted with the tasks a runner's death ended, by what it did to this one.
+      const metrics = await (await api(service, '/metrics')).text();
+      assert.match(metrics, /^lmsp_interrupted_tasks_total\{action="cancelled"\} 1$/m, metrics.split('\n').filter((line) => line.includes('interrupted')).join('\n'));
     }));
 });
