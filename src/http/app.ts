@@ -134,7 +134,8 @@ interface QuerySchema {
 /**
  * What type coercion would let through in a query string (LMSP 2: a field of the wrong type is a
  * 400 naming it): an integer must be written in decimal digits (`0x10`, `1e1`, `+1`, ` 1` and
- * `1.0` are refused, not read as numbers), and no field may be given twice.
+ * `1.0` are refused, not read as numbers; `05` is 5, as a cursor's digits are read), and no field
+ * may be given twice.
  */
 function queryTextCheck(schema: QuerySchema): (query: Record<string, unknown>) => ServiceError | null {
   const properties = Object.entries(schema.properties ?? {});
@@ -144,7 +145,7 @@ function queryTextCheck(schema: QuerySchema): (query: Record<string, unknown>) =
     for (const [name, value] of Object.entries(query ?? {})) {
       if (!known.has(name)) continue;
       if (Array.isArray(value)) return invalidRequest(name, `Invalid value for '${name}': it is given more than once.`);
-      if (integers.has(name) && typeof value === 'string' && !/^-?(0|[1-9][0-9]*)$/.test(value)) {
+      if (integers.has(name) && typeof value === 'string' && !/^-?[0-9]+$/.test(value)) {
         return invalidRequest(name, `Invalid value for '${name}': must be an integer written in decimal digits.`);
       }
     }
