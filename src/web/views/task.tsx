@@ -7,7 +7,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { formatBytes, formatTime } from '../format.js';
 import { href } from '../router.js';
 import { ApiError, request } from '../session.js';
-import { followTaskEvents } from '../stream.js';
+import { followTaskEvents, type FollowMode } from '../stream.js';
 import { Code, ErrorNotice, Notice, PageHeading, ScrollText, StatusBadge, useApp, usePoll } from '../ui.js';
 import { isUnfinished, outputText, type Client, type List, type Response, type Task, type TaskEvent } from '../wire.js';
 import { ResponseDetails } from './response-details.js';
@@ -29,6 +29,13 @@ export interface LiveState {
 export const EMPTY_LIVE: LiveState = { text: '', events: [], eventCount: 0, pull: null, ended: false };
 
 /** Events from before the oldest one kept, put in front of the log, which keeps them from then on. */
+/** What the event log says while its task runs, by how the page follows it. */
+const FOLLOWING: Record<FollowMode, string> = {
+  connecting: 'Connecting to the service.',
+  live: 'Following live.',
+  polled: 'Following: new events are read every second, as other tabs of the dashboard hold the live streams the browser allows.',
+};
+
 export function withEarlier(state: LiveState, earlier: TaskEvent[]): LiveState {
   const first = state.events[0]?.sequence_number ?? Infinity;
   const before = earlier.filter((event) => event.sequence_number < first);
@@ -107,6 +114,7 @@ export function TaskView({ taskId }: { taskId: string }) {
    * the page asks again by itself.
    */
   const [refusal, setRefusal] = useState<ApiError | null>(null);
+  const [mode, setMode] = useState<FollowMode>('connecting');
   const [live, setLive] = useState<LiveState>(EMPTY_LIVE);
   const [earlierError, setEarlierError] = useState<string | null>(null);
   /** What became of this page's cancel: accepted (the notice follows the task's status), or refused. */
@@ -151,7 +159,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       setLive((state) => applyEvents(state, events));
       // Status changes come as events other than deltas: read the task again then.
       if (events.some((event) => !event.type.endsWith('.delta') && event.type !== 'chat.completion.chunk' && event.type !== 'model.pull.progress')) void reload();
-    }, abort.signal, setRefusal).catch((failure: Error) => setError(failure));
+    }, abort.signal, setRefusal, setMode).catch((failure: Error) => setError(failure));
     return () => abort.abort();
   }, [taskId]);
 
@@ -246,7 +254,7 @@ export function TaskView({ taskId }: { taskId: string }) {
       <section class="panel" aria-labelledby="task-events">
         <h2 id="task-events">Event log</h2>
         <p class="help">
-          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{firstShown > 1 ? `; from #${firstShown} on are shown` : ''}. {refusal ? (refusal.status === 0 ? 'Reconnecting.' : 'Waiting for the service to allow another event stream.') : streaming ? 'Following live.' : 'The log is complete.'}
+          {live.eventCount} {live.eventCount === 1 ? 'event' : 'events'}{firstShown > 1 ? `; from #${firstShown} on are shown` : ''}. {refusal ? (refusal.status === 0 ? 'Reconnecting.' : 'Waiting for the service to allow another event stream.') : streaming ? FOLLOWING[mode] : 'The log is complete.'}
         </p>
         {firstShown > 1 && <button type="button" class="log-earlier" onClick={showEarlier}>Show earlier events</button>}
         {earlierError && <Notice kind="error">{earlierError}</Notice>}
