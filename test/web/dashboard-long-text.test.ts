@@ -11,7 +11,7 @@ import { describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { ChatCompletionObject } from '../../src/api/chat-completions.js';
 import { NO_BROWSER, screenshot, axeViolations, signIn, withBrowser } from '../helpers/browser.js';
-import { api, withService } from '../helpers/service.js';
+import { api, pairClient, withService } from '../helpers/service.js';
 
 const LONG = Array.from({ length: 300 }, (_, line) => `line ${line + 1} of a long paste`).join('\n');
 
@@ -49,6 +49,32 @@ async function fitsPhone(page: Page, what: string, shot: string): Promise<void> 
 }
 
 describe('long text on the dashboard (LMSP 15)', { skip: NO_BROWSER ?? false }, () => {
+  test('a client name of 200 characters wraps in the Clients table: its Revoke button stays in sight', { timeout: 120_000 }, () =>
+    withService({}, (service) => withBrowser(async (browser) => {
+      // Words of a name people write, and one word as long as a name may be.
+      const names = [Array.from({ length: 25 }, (_, word) => `agent${word}`).join(' ').slice(0, 200), 'n'.repeat(200)];
+      for (const name of names) await pairClient(service, ['responses'], name);
+      const page = await browser.newPage();
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await signIn(page, service, ['admin'], 'clients viewer');
+      await page.goto(`${service.url}/#/clients`);
+      await page.getByRole('cell', { name: names[1], exact: true }).waitFor();
+      const region = page.getByRole('region', { name: 'Paired clients' });
+      const width = await region.evaluate((element) => ({ scroll: element.scrollWidth, client: element.clientWidth }));
+      await screenshot(page, 'clients-long-name');
+      assert.ok(width.scroll <= width.client + 1, `the table fits its region: ${JSON.stringify(width)}`);
+      for (const name of names) {
+        const button = page.getByRole('button', { name: `Revoke ${name}`, exact: true });
+        const inside = await button.evaluate((element) => {
+          const box = element.getBoundingClientRect();
+          const frame = element.closest('[role="region"]')!.getBoundingClientRect();
+          return box.left >= frame.left && box.right <= frame.right + 1;
+        });
+        assert.ok(inside, 'the Revoke button is inside the table\'s region');
+      }
+      assert.deepEqual(await axeViolations(page), [], 'accessibility violations on the clients');
+    })));
+
   test('a response with a long input and long instructions: scrollable regions a keyboard reaches, short ones not in the tab order', { timeout: 120_000 }, () =>
     withService({}, (service) => withBrowser(async (browser) => {
       const page = await browser.newPage();

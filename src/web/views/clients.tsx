@@ -156,7 +156,7 @@ export function ClientsView() {
             <tbody>
               {clients.data.data.map((client) => (
                 <tr key={client.id} class={client.revoked_at !== null ? 'revoked' : undefined}>
-                  <td>{client.name}{client.id === session.client.id && <span class="you"> (you)</span>}</td>
+                  <td class="name">{client.name}{client.id === session.client.id && <span class="you"> (you)</span>}</td>
                   <td><Code>{client.id}</Code></td>
                   <td class="wrap">{client.scopes.join(', ')}</td>
                   <td><Ago seconds={client.created_at} /></td>
