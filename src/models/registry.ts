@@ -218,9 +218,10 @@ export class ModelRegistry {
   /**
    * A model as a reader sees it: its recorded status, corrected by a look at the file (no hash,
    * no write). A file gone is `missing`; a link or anything but a regular file at its path is
-   * `digest_mismatch`, as the check before a load would find; a file back at its recorded size
-   * and modification time after it went missing is `ready` again. A changed size or time keeps
-   * the recorded status: only a hash can tell, and the check before a load makes it.
+   * `digest_mismatch`, as the check before a load would find, and so is a file of another size
+   * than the one hashed (its bytes cannot be those); a file back at its recorded size and
+   * modification time after it went missing is `ready` again. A changed time alone keeps the
+   * recorded status: only a hash can tell, and the check before a load makes it.
    */
   observe(model: Model): Model {
     let info;
@@ -236,6 +237,7 @@ export class ModelRegistry {
     // data directory moved, say, is the same device and inode.)
     if (!info.isFile()) return { ...model, status: 'digest_mismatch' };
     if (real !== model.path && !model.fileIdentity?.startsWith(`${info.dev}:${info.ino}:`)) return { ...model, status: 'digest_mismatch' };
+    if (Number(info.size) !== model.sizeBytes) return { ...model, status: 'digest_mismatch' };
     if (model.status === 'missing' && Number(info.size) === model.sizeBytes && Number(info.mtimeMs) === model.mtimeMs) return { ...model, status: 'ready' };
     return model;
   }

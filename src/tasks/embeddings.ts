@@ -103,6 +103,8 @@ async function compute(core: Pick<TaskCore, 'registry' | 'engine'>, model: Model
       verified ? core.registry.confirmUnchanged(verified) : undefined);
     return toEmbeddingList(model.id, result, body.encoding_format ?? 'float');
   } catch (error) {
+    // As after a generation: a model whose file no longer matches its digest is not kept loaded.
+    if (error instanceof EngineError && error.code === 'model_digest_mismatch') core.engine.unloadModel({ id: model.id, path: model.path, digest: model.digest });
     throw toServiceError(error, single);
   }
 }

@@ -177,6 +177,11 @@ export class Scheduler {
         requeued = again;
       }).finally(() => {
         lease?.release();
+        // LMSP 5: a model found not to match its digest is not kept loaded: its runners map a
+        // file that changed under them (and that shows as loaded while nothing can use it).
+        if (model && this.core.registry.get(model.id)?.status === 'digest_mismatch') {
+          this.engine.unloadModel({ id: model.id, path: model.path, digest: model.digest });
+        }
         this.claims.delete(task.id);
         queue.released(task.clientId);
         // Queued again while still claimed, the task was hidden from the queue, which may have

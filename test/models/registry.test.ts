@@ -168,6 +168,8 @@ describe('model registry (LMSP section 5)', () => {
     assert.equal(answer.body.status, 'failed');
     assert.equal(answer.body.error?.code, 'model_digest_mismatch');
     assert.equal((await service.client.getModel('loaded')).status, 'digest_mismatch');
+    // Its runner maps a file that changed: it lets the model go.
+    await waitFor(async () => (await service.client.getModel('loaded')).loaded === false, { timeoutMs: 10_000, what: 'the model unloaded' });
     const embedded = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'loaded', input: 'hi' } });
     assert.equal(embedded.status, 409);
     assert.equal(((await embedded.json()) as { error: { code: string } }).error.code, 'model_digest_mismatch');
@@ -268,6 +270,12 @@ describe('model registry (LMSP section 5)', () => {
     rmSync(path);
     symlinkSync(tinyPath(service), path);
     assert.equal((await service.client.getModel('fleeting')).status, 'digest_mismatch');
+    // A file of another size than the one hashed cannot hold its bytes: no hash needed to say so.
+    rmSync(path);
+    copyFileSync(tinyPath(service), path);
+    truncateSync(path, 200_000);
+    assert.equal((await service.client.getModel('fleeting')).status, 'digest_mismatch');
+    assert.equal((await runCli(['models', 'ls', '--json', '--data-dir', service.dataDir])).stdout.includes('"digest_mismatch"'), true, 'lmsp models ls says so too');
   }));
 
   test('a link planted where a registered file was is never followed: the model no longer matches, and nothing outside is read', { timeout: 60_000 }, () => withService({}, async (service) => {
