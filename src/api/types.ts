@@ -83,7 +83,8 @@ export interface ResponseObject {
    */
   output: OutputMessage[];
   usage: ResponseUsage | null;
-  error: { code: string; message: string } | null;
+  /** LMSP 6's code and message, and the type of the HTTP error of the same code (the AI SDK needs one). */
+  error: { code: string; message: string; type: string } | null;
   incomplete_details: { reason: 'max_output_tokens' } | null;
   task: ResponseTaskSummary;
   /** LMSP 6.1, as OpenAI shows it: `{format: {type: "text"}}` by default. */
@@ -221,7 +222,7 @@ export interface MessageInput {
 /** The body of `POST /v1/responses` (a subset of the OpenAI Responses API, LMSP section 6). */
 export interface CreateResponseBody {
   model: string;
-  input: string | Array<MessageInput | FunctionCallInput | FunctionCallOutputInput>;
+  input: string | Array<MessageInput | FunctionCallInput | FunctionCallOutputInput | ItemReferenceInput>;
   instructions?: string | null;
   previous_response_id?: string | null;
   max_output_tokens?: number | null;
@@ -269,6 +270,12 @@ export interface FunctionCallInput {
   arguments: string;
   id?: string | null;
   status?: InputItemStatusInput;
+}
+
+/** OpenAI's reference to an output item (a message, a function call) of a stored response, by its id. */
+export interface ItemReferenceInput {
+  type: 'item_reference';
+  id: string;
 }
 
 export interface FunctionCallOutputInput {

@@ -1,6 +1,7 @@
 /** Domain records to wire objects: one function per object, so every answer and event agrees. */
 import type { Client } from '../domain/clients.js';
 import type { Model } from '../domain/models.js';
+import { taskErrorType } from '../domain/errors.js';
 import type { ResponseHeader, ResponseInputItem } from '../domain/responses.js';
 import { isIncomplete, type Task, type TaskStatus } from '../domain/tasks.js';
 import type { ClientObject, FunctionCallItem, InputItemObject, ModelObject, OutputMessage, OutputText, ResponseObject, ResponseStatus, TaskObject } from './types.js';
@@ -80,7 +81,8 @@ export function toResponseObject(response: ResponseHeader, task: Task, text: str
         output_tokens_details: { reasoning_tokens: 0 },
         total_tokens: task.inputTokens + task.outputTokens,
       },
-    error: task.error ? { code: task.error.code, message: task.error.message } : null,
+    // `type` beside the spec's code and message: the AI SDK reads a failed response only with it.
+    error: task.error ? { code: task.error.code, message: task.error.message, type: taskErrorType(task.error.code) } : null,
     incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
     task: {
       id: task.id,

@@ -153,6 +153,14 @@ export const TASK_ERROR_CODES = [
 ] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 
+/**
+ * The OpenAI-style `type` of a task's error: that of the HTTP error with the same code, and
+ * `server_error` for the codes only tasks have (`server_restarted`, `download_failed`).
+ */
+export function taskErrorType(code: string): string {
+  return (ERROR_CODES as Record<string, ErrorDefinition>)[code]?.type ?? 'server_error';
+}
+
 export interface ErrorBody {
   error: { type: string; code: string; message: string; param: string | null };
 }

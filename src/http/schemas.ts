@@ -120,6 +120,16 @@ const functionCallOutputItem = {
   },
 } as const;
 
+/** OpenAI's `item_reference`: an output item of a stored response, named by its id instead of sent again. */
+const itemReference = {
+  type: 'object',
+  required: ['type', 'id'],
+  properties: {
+    type: { type: 'string', enum: ['item_reference'] },
+    id: { type: 'string', minLength: 1, maxLength: 256 },
+  },
+} as const;
+
 /** An input item, told apart by its `type`, so that an error names the field at fault. */
 const inputItem = {
   if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call' } } },
@@ -127,11 +137,15 @@ const inputItem = {
   else: {
     if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call_output' } } },
     then: functionCallOutputItem,
-    // An item of another type (item_reference, reasoning, ...) is named by its type, not by the role it lacks.
     else: {
-      if: { type: 'object', required: ['type'], not: { properties: { type: { const: 'message' } } } },
-      then: { properties: { type: { type: 'string', enum: ['message', 'function_call', 'function_call_output'] } } },
-      else: message,
+      if: { type: 'object', required: ['type'], properties: { type: { const: 'item_reference' } } },
+      then: itemReference,
+      // An item of another type (reasoning, ...) is named by its type, not by the role it lacks.
+      else: {
+        if: { type: 'object', required: ['type'], not: { properties: { type: { const: 'message' } } } },
+        then: { properties: { type: { type: 'string', enum: ['message', 'function_call', 'function_call_output', 'item_reference'] } } },
+        else: message,
+      },
     },
   },
 } as const;
@@ -142,7 +156,7 @@ export const createResponseBody = {
   properties: {
     model: { type: 'string', minLength: 1, description: 'A registered model id.' },
     input: {
-      description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items).',
+      description: 'A string, or an array of messages (and, with tools, function_call and function_call_output items; item_reference items name output items of stored responses).',
       // anyOf rather than if/else: a value of neither type is told both alternatives, and a bad
       // item is still named (the deepest error wins).
       anyOf: [{ type: 'string' }, { type: 'array', minItems: 1, items: inputItem }],

@@ -82,6 +82,7 @@ export class ResponseTable {
   private readonly deleteStatement;
   private readonly setOutputCallsStatement;
   private readonly outputCallsStatement;
+  private readonly recentWithItemStatement;
 
   constructor(db: Sqlite) {
     this.insertStatement = db.prepare(`
@@ -99,6 +100,10 @@ export class ResponseTable {
     this.deleteStatement = db.prepare('DELETE FROM responses WHERE id = ?');
     this.setOutputCallsStatement = db.prepare('UPDATE responses SET output_calls = ? WHERE id = ?');
     this.outputCallsStatement = db.prepare<[string], { output_calls: string | null }>('SELECT output_calls FROM responses WHERE id = ?');
+    // Among the newest rows only: a bounded read, for ids no key leads to.
+    this.recentWithItemStatement = db.prepare<[number, string, string], { id: string }>(`
+      SELECT id FROM (SELECT id, output_item_id, output_calls FROM responses ORDER BY rowid DESC LIMIT ?)
+      WHERE output_item_id = ? OR instr(output_calls, ?) > 0 LIMIT 8`);
   }
 
   insert(response: StoredResponse): void {
@@ -127,6 +132,14 @@ export class ResponseTable {
       parallel_tool_calls: response.parallelToolCalls === false ? 0 : 1,
       truncation: response.truncation ?? 'disabled',
     });
+  }
+
+  /**
+   * Responses among the newest `recent` whose output message or one of whose function calls may
+   * have this item id (a call's is found in its JSON: the caller checks), newest first.
+   */
+  recentWithItem(itemId: string, recent: number): string[] {
+    return this.recentWithItemStatement.all(recent, itemId, JSON.stringify(itemId)).map((row) => row.id);
   }
 
   get(id: string): StoredResponse | null {

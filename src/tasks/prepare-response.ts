@@ -15,6 +15,7 @@ import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
 import { textFormatOf, toolingOf, toToolDefinition } from './response-format.js';
+import { outputMessageIdOf, referencedItem } from './item-reference.js';
 import { newTask } from './new-task.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
@@ -123,7 +124,9 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     context = [...previous.context, previousTurn(previous)];
     if (previousTask.status === 'completed') callsToAnswer = previous;
   }
-  const inputItems = normalizeInput(body.input, normalizeMessages);
+  const input = typeof body.input === 'string' ? body.input
+    : body.input.map((item, index) => (item.type === 'item_reference' ? referencedItem(store, client, item.id, index) : item));
+  const inputItems = normalizeInput(input, normalizeMessages);
   context = conversationWith(context, inputItems);
   checkCallsAnswered(callsToAnswer, inputItems);
 
@@ -178,8 +181,9 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   }
 
   const createdAt = nowSeconds();
+  const id = newId('resp');
   const response: StoredResponse = {
-    id: newId('resp'),
+    id,
     clientId: client.id,
     model: model.id,
     createdAt,
@@ -195,7 +199,8 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     metadata: body.metadata ?? {},
     inputItems,
     context,
-    outputItemId: newId('msg'),
+    // Its message's id leads back to it (an item_reference names it).
+    outputItemId: outputMessageIdOf(id),
     outputText: null,
     ...(textFormat ? { textFormat } : {}),
     ...tooling,

@@ -41,7 +41,6 @@ describe('responses, from a client author\'s side', () => {
     // Not the text, role or name that a part, message or function choice would need.
     await expectError({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }] }] }, 'input[0].content[0].type');
     await expectError({ input: [{ role: 'user', content: [{ type: 'input_text', text: 'a' }, { type: 'input_file', file_id: 'f' }] }] }, 'input[0].content[1].type');
-    await expectError({ input: [{ role: 'user', content: 'hi' }, { type: 'item_reference', id: 'msg_1' }] }, 'input[1].type');
     await expectError({ input: [{ role: 'user', content: 'hi' }, { type: 'reasoning', id: 'rs_1', summary: [] }] }, 'input[1].type');
     await expectError({ tools: [ADD], tool_choice: { type: 'web_search_preview' } }, 'tool_choice.type');
     // What each of them needs is still named when it is missing.
