@@ -56,9 +56,18 @@ export class ConnectionRegistry {
     };
   }
 
-  /** Ties a request to its client: `close` runs if the client is revoked meanwhile. Returns the untie. */
-  bind(clientId: string, close: () => void): () => void {
-    if (this.stopping || this.ended.has(clientId)) {
+  /**
+   * Requests a stop lets finish within its grace period (an embedding: no task holds it, and it
+   * is soon done) rather than ending them with the streams and waits.
+   */
+  private readonly finishOnStop = new Set<() => void>();
+
+  /**
+   * Ties a request to its client: `close` runs if the client is revoked meanwhile, and when the
+   * service stops unless `finishOnStop`. Returns the untie.
+   */
+  bind(clientId: string, close: () => void, options: { finishOnStop?: boolean } = {}): () => void {
+    if ((this.stopping && !options.finishOnStop) || this.ended.has(clientId)) {
       // Once the caller has set the request up, as when the revoke comes a moment later.
       let untied = false;
       queueMicrotask(() => {
@@ -74,8 +83,10 @@ export class ConnectionRegistry {
       this.bound.set(clientId, closers);
     }
     closers.add(close);
+    if (options.finishOnStop) this.finishOnStop.add(close);
     return () => {
       closers.delete(close);
+      this.finishOnStop.delete(close);
       if (closers.size === 0 && this.bound.get(clientId) === closers) this.bound.delete(clientId);
     };
   }
@@ -90,12 +101,17 @@ export class ConnectionRegistry {
 
   /**
    * The service stops: every stream and every request waiting on a task ends now, as on a revoke
-   * (a stream's client resumes from its last event at the next start), and so does any bound later.
+   * (a stream's client resumes from its last event at the next start), and so does any bound
+   * later; those bound to finish on a stop are left to finish.
    */
   endAll(): void {
     this.stopping = true;
-    const all = [...this.bound.values()];
-    this.bound.clear();
-    for (const closers of all) for (const close of closers) close();
+    for (const closers of this.bound.values()) {
+      for (const close of closers) {
+        if (this.finishOnStop.has(close)) continue;
+        closers.delete(close);
+        close();
+      }
+    }
   }
 }

@@ -78,6 +78,19 @@ describe('a stop under load', () => {
       assert.deepEqual([...accepted].filter((id) => !stored.has(id)), [], 'every 202 is on disk');
     }));
 
+  test('an embedding being computed is answered before the service stops', { timeout: 60_000 }, () =>
+    // Its model takes 2 s to load: the stop comes meanwhile.
+    withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2000' } }, async (service) => {
+      const asked = api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: ['one', 'two'] } });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const stopped = service.stop();
+      const answer = await asked;
+      assert.equal(answer.status, 200);
+      assert.equal(((await answer.json()) as { data: unknown[] }).data.length, 2);
+      await stopped;
+      assert.equal(service.child.exitCode, 0, service.output());
+    }));
+
   test('open event streams end at once: they do not hold the stop for its grace period', { timeout: 60_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '50' } }, async (service) => {
       const created = (await (await api(service, '/v1/responses', { method: 'POST', json: { model: 'lmsp-tiny', input: 'hi', background: true, max_output_tokens: 1000 } })).json()) as ResponseObject;

@@ -40,7 +40,7 @@ export function registerEmbeddingRoutes(app: FastifyInstance, context: AppContex
     const unbind = context.connections.bind(client.id, () => {
       abort.abort();
       reply.raw.destroy();
-    });
+    }, { finishOnStop: true });
     try {
       const { list, replayed } = await createEmbeddings(context.core, request.body as CreateEmbeddingBody, key, abort.signal);
       if (replayed) reply.header('idempotent-replayed', 'true');
