@@ -166,6 +166,17 @@ function assertIsSqliteFile(path: string): void {
  * database, with the database's mode: they then refused every later start even once the
  * database was writable again. Checked before SQLite opens anything, so nothing is created.
  */
+/** Why this user may not write `file`, and what makes it writable. */
+function notWritableBecause(file: string): string {
+  const stats = statSync(file);
+  const mode = (stats.mode & 0o777).toString(8);
+  const uid = process.getuid?.();
+  if (uid !== undefined && stats.uid !== uid) {
+    return `it belongs to another user (uid ${stats.uid}, mode ${mode}); give it to this one (chown ${uid} ${file}) or run lmsp as its owner`;
+  }
+  return `this user may not write it (mode ${mode}); make it writable: chmod 600 ${file}`;
+}
+
 function assertWritable(path: string): void {
   for (const file of [path, `${path}-wal`, `${path}-shm`]) {
     try {
@@ -173,9 +184,7 @@ function assertWritable(path: string): void {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') continue;
-      const why = code === 'EROFS' ? 'it is on a read-only file system'
-        : code === 'EACCES' ? `this user may not write it (mode ${(statSync(file).mode & 0o777).toString(8)}); make it writable: chmod 600 ${file}`
-          : (error as Error).message;
+      const why = code === 'EROFS' ? 'it is on a read-only file system' : code === 'EACCES' ? notWritableBecause(file) : (error as Error).message;
       throw new DatabaseOpenError(`cannot write ${file}: ${why}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
     }
   }

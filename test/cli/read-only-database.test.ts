@@ -44,7 +44,7 @@ describe('a database this user may not write', { skip: runnable() ? false : 'the
       const { error } = JSON.parse(refused.stdout) as { error: { code: string; message: string } };
       assert.equal(error.code, 'database_unavailable');
       assert.match(error.message, new RegExp(`cannot write ${database}: this user may not write it \\(mode 400\\); make it writable: chmod 600 `));
-      for (const side of ['lmsp.db-wal', 'lmsp.db-shm']) assert.equal(existsSync(join(dataDir, side)), false, `${side} was not made`);
+      for (const side of ['lmsp.db-wal', 'lmsp.db-shm', 'lmsp.lock-journal']) assert.equal(existsSync(join(dataDir, side)), false, `${side} was not made`);
       assert.equal(lmsp(dataDir, ['pair']).code, 74, 'every command that writes says the same');
 
       const doctor = lmsp(dataDir, ['doctor', '--json']);
@@ -63,5 +63,15 @@ describe('a database this user may not write', { skip: runnable() ? false : 'the
       assert.match((JSON.parse(again.stdout) as { error: { message: string } }).error.message, new RegExp(`cannot write ${shm}:`));
       chmodSync(shm, 0o600);
       assert.equal(lmsp(dataDir, ['pair', '--json']).code, 0, 'once writable, the database is used again');
+
+      if (asRoot) {
+        // Another user's file, which chmod cannot give to this one.
+        chownSync(database, 0, 0);
+        chmodSync(database, 0o644);
+        const owned = lmsp(dataDir, ['pair', '--json']);
+        assert.equal(owned.code, 74);
+        assert.match((JSON.parse(owned.stdout) as { error: { message: string } }).error.message,
+          new RegExp(`cannot write ${database}: it belongs to another user \\(uid 0, mode 644\\); give it to this one \\(chown ${NOBODY} `));
+      }
     }));
 });

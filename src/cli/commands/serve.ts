@@ -66,7 +66,14 @@ export function registerServe(program: Command): void {
     const bus = new TaskEventBus();
     // One service per data directory: take the lock (which creates the directory) before touching the database.
     const lock = lockDataDirForThisProcess(dataDir);
-    const store = openServiceStore(dataDir, bus);
+    let store;
+    try {
+      store = openServiceStore(dataDir, bus);
+    } catch (error) {
+      // A database refused (corrupt, read-only, too new) leaves the data directory as it was.
+      lock.release();
+      throw error;
+    }
     const config = loadConfig(options, store, flags);
     // LMSP 12: with --json, standard output is the one document below; the log goes to stderr.
     const logFd = options.json ? 2 : 1;
