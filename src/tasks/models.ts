@@ -56,7 +56,12 @@ export async function verifyModel(deps: ModelDeps, id: string, key: IdempotencyK
   actor: string | null = null): Promise<ModelOutcome> {
   const outcome = await deps.store.idempotent(key, {
     actor,
-    prepare: () => deps.registry.measure(id, onProgress),
+    prepare: async () => {
+      const measured = await deps.registry.measure(id, onProgress);
+      // As after a task: a model whose file no longer matches its digest is not kept loaded.
+      if (measured.status === 'digest_mismatch') deps.engine?.unloadModel(measured);
+      return measured;
+    },
     effect: (_context, measured) => {
       const view = modelView(deps, deps.registry.recordVerification(measured), true);
       return { result: view, record: { answer: { status: 200, body: view } } };

@@ -180,6 +180,22 @@ describe('model registry (LMSP section 5)', () => {
     assert.equal((await service.client.createResponse({ model: 'loaded', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
   }));
 
+  test('a verify that finds a loaded model\'s file changed in place marks it and unloads it', () => withService({}, async (service) => {
+    const path = join(service.dataDir, 'models', 'verified.gguf');
+    copyFileSync(tinyPath(service), path);
+    assert.equal((await register(service, { path: 'verified.gguf', id: 'verified' })).status, 201);
+    assert.equal((await service.client.createResponse({ model: 'verified', input: 'hi', max_output_tokens: 3 })).body.status, 'incomplete');
+    assert.equal((await service.client.getModel('verified')).loaded, true);
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.from([0x7f]), 0, 1, 200_000);
+    closeSync(fd);
+    // The same size: only a hash tells, and reading the model does not hash.
+    assert.equal((await service.client.getModel('verified')).status, 'ready');
+    const verified = (await (await api(service, '/v1/models/verified/verify', { method: 'POST' })).json()) as ModelObject;
+    assert.deepEqual([verified.status, verified.loaded], ['digest_mismatch', false]);
+    assert.equal((await service.client.getModel('verified')).loaded, false);
+  }));
+
   test('a file changed with its modification time set back is still hashed again before it loads', () => withService({}, async (service) => {
     // Size and mtime alone would pass it: `touch -r` sets an mtime back, nothing sets a ctime back.
     const path = join(service.dataDir, 'models', 'disguised.gguf');
