@@ -151,8 +151,8 @@ export class TaskTable {
       `SELECT * FROM tasks WHERE ${listWhere} AND seq > @after ORDER BY seq ASC LIMIT @limit`);
     this.listDescStatement = db.prepare<object, DbTask>(
       `SELECT * FROM tasks WHERE ${listWhere} AND seq < @after ORDER BY seq DESC LIMIT @limit`);
-    this.nextRunnableStatement = db.prepare<[string, string], DbTask>(`
-      SELECT * FROM tasks WHERE status = ? AND ${oneOf('status', UNFINISHED_STATUSES)} AND NOT ${pullTask}
+    this.nextRunnableStatement = db.prepare<[string], DbTask>(`
+      SELECT * FROM tasks WHERE status IN ('running', 'loading', 'cancelling') AND ${oneOf('status', UNFINISHED_STATUSES)} AND NOT ${pullTask}
         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1`);
     // The tasks recovery changes (the rule is the domain's RECOVERY table), each with its
     // response's header, which its events carry (null for tasks of other kinds). A window of
@@ -306,9 +306,13 @@ export class TaskTable {
     return this.clientsWithQueuedStatement.all().map((row) => row.client_id);
   }
 
-  /** A task resumed at startup (still running) that no slot has taken yet. */
+  /**
+   * A task past `queued` that no slot holds: one resumed at startup (still running), or one whose
+   * worker let it go when the database could not record its next step (a full disk), left
+   * loading, running or cancelling.
+   */
   nextResumed(claimed: Iterable<string>): Task | null {
-    const row = this.nextRunnableStatement.get('running', JSON.stringify([...claimed]));
+    const row = this.nextRunnableStatement.get(JSON.stringify([...claimed]));
     return row ? toTask(row) : null;
   }
 

@@ -202,10 +202,11 @@ export class Scheduler {
     let output: OutputWriter | null = null;
     try {
       const resumed = task.status === 'running';
-      if (!resumed) {
-        if (!lease || lease.needsLoad) {
-          if (!(await this.write<Task | null>((c) => machine.startLoading(c, task.id)))) return false;
-        }
+      // One its worker let go, when the database could not record its next step, goes on from
+      // where it was left: loading (without a second `loading` event), or cancelling (the cancel
+      // is recorded once the load would run: a cancel wins).
+      if (task.status === 'queued' && (!lease || lease.needsLoad)) {
+        if (!(await this.write<Task | null>((c) => machine.startLoading(c, task.id)))) return false;
       }
       if (!lease) throw new EngineError('model_not_found', `the model '${task.model}' is no longer registered`);
       const loads = lease.needsLoad;

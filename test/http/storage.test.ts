@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { api, waitFor, withService } from '../helpers/service.js';
+import type { ResponseObject } from '../../src/api/types.js';
+import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 
 describe('storage unavailable (LMSP section 9)', () => {
   test('a locked database answers 503 storage_unavailable and the request does nothing', { timeout: 60_000 }, () => withService({}, async (service) => {
@@ -50,4 +52,48 @@ describe('a full disk during generation', () => {
     const after = (await service.client.listTasks({ limit: 100 })).data.map((task) => task.id);
     for (const id of before) assert.ok(after.includes(id), 'nothing committed is lost');
   }));
+});
+
+describe('a task whose next step the database could not record', () => {
+  // The model takes 2 s to load; meanwhile another program holds the database, so the step from
+  // loading to running cannot be written (busy past 5 s, as on a full disk) and the worker lets
+  // the task go. Once the database can be written, the task is taken up again from there.
+  async function leftLoading(service: TestService, model: string): Promise<string> {
+    const created = (await (await api(service, '/v1/responses', { method: 'POST', json: { model, input: 'x', background: true, max_output_tokens: 4 } })).json()) as ResponseObject;
+    await waitFor(async () => (await service.client.getTask(created.task.id)).status === 'loading', { what: 'the task loading' });
+    const blocker = new BetterSqlite3(join(service.dataDir, 'lmsp.db'));
+    blocker.exec('BEGIN IMMEDIATE');
+    const seen = service.output().match(/cannot record task progress/g)?.length ?? 0;
+    try {
+      await waitFor(() => (service.output().match(/cannot record task progress/g)?.length ?? 0) > seen, { timeoutMs: 30_000, what: 'the step not recorded' });
+    } finally {
+      blocker.exec('ROLLBACK');
+      blocker.close();
+    }
+    assert.equal((await service.client.getTask(created.task.id)).status, 'loading');
+    return created.task.id;
+  }
+
+  test('left loading: it runs to its end once the database can be written; left loading and cancelled meanwhile: it ends cancelled', { timeout: 120_000 },
+    () => withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2000', LMSP_LOG_LEVEL: 'info' } }, async (service) => {
+      const loading = await leftLoading(service, 'lmsp-tiny');
+      const finished = await waitFor(async () => {
+        const task = await service.client.getTask(loading);
+        return ['completed', 'failed', 'cancelled'].includes(task.status) ? task : null;
+      }, { timeoutMs: 30_000, what: 'the task to finish' });
+      assert.equal(finished.status, 'completed');
+      const types = (await service.client.taskEvents(loading, 0, 100)).data.map((event) => event.type);
+      assert.deepEqual(types.filter((type) => !type.endsWith('.delta')).slice(0, 3), ['response.created', 'response.loading', 'response.in_progress'], 'one loading event');
+
+      // Another model, so that it loads again.
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'copy.gguf'));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'copy.gguf', id: 'copy' } })).status, 201);
+      const cancelled = await leftLoading(service, 'copy');
+      // Its file gone too: a cancel accepted ends the task cancelled, whatever loading it again would meet (LMSP 7.4).
+      rmSync(join(service.dataDir, 'models', 'copy.gguf'));
+      assert.equal((await api(service, `/v1/tasks/${cancelled}/cancel`, { method: 'POST' })).status, 202);
+      await waitFor(async () => (await service.client.getTask(cancelled)).status === 'cancelled', { timeoutMs: 30_000, what: 'the cancel to be recorded' });
+      const next = await service.client.createResponse({ model: 'lmsp-tiny', input: 'y', max_output_tokens: 3 });
+      assert.equal(next.body.status, 'incomplete', 'the service goes on');
+    }));
 });
