@@ -12,7 +12,7 @@
  * code or not a database at all is refused with a clear error and never overwritten.
  */
 import BetterSqlite3 from 'better-sqlite3';
-import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statfsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ServiceError } from '../domain/errors.js';
 import { packagePath } from '../paths.js';
@@ -44,9 +44,36 @@ export const EXIT_DATABASE_UNAVAILABLE = 74;
 
 /** A data directory that cannot be created or written: the reason, and what to do about it. */
 export function unusableDataDir(dataDir: string, error: unknown): DatabaseOpenError {
+  const full = diskFull(`the data directory ${dataDir}`, dataDir, error);
+  if (full) return full;
   return new DatabaseOpenError(
     `cannot use the data directory ${dataDir}: ${(error as Error).message}; it must be a folder this user can write (choose another with --data-dir or LMSP_DATA_DIR)`,
     EXIT_DATABASE_UNAVAILABLE, { cause: error });
+}
+
+/** Free bytes below which a write error in a folder is taken for a full disk. */
+const NEARLY_FULL_BYTES = 1 << 20;
+
+/**
+ * What a full disk makes of opening `what` (in `dir`), or null for another error: no question of
+ * permissions. SQLite reports some writes a full disk refused as I/O errors: those count when the
+ * disk has next to no room left.
+ */
+function diskFull(what: string, dir: string, error: unknown): DatabaseOpenError | null {
+  const code = (error as { code?: string }).code ?? '';
+  const full = code === 'ENOSPC' || code.startsWith('SQLITE_FULL') || (code.startsWith('SQLITE_IOERR') && freeBytes(dir) < NEARLY_FULL_BYTES);
+  if (!full) return null;
+  return new DatabaseOpenError(`cannot use ${what}: the disk is full (${(error as Error).message}); free some space on it, or choose another data directory with --data-dir or LMSP_DATA_DIR`,
+    EXIT_DATABASE_UNAVAILABLE, { cause: error });
+}
+
+function freeBytes(dir: string): number {
+  try {
+    const stats = statfsSync(dir);
+    return stats.bavail * stats.bsize;
+  } catch {
+    return Infinity;
+  }
 }
 
 /**
@@ -394,7 +421,7 @@ export class Database {
           `${path} is corrupt (${(error as Error).message}). lmsp will not modify it: restore a backup, or move it away to start empty.`,
           EXIT_DATABASE_NOT_USABLE, { cause: error });
       }
-      throw new DatabaseOpenError(`cannot use ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+      throw diskFull(path, dataDir, error) ?? new DatabaseOpenError(`cannot use ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
     }
   }
 

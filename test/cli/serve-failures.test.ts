@@ -5,6 +5,7 @@
  * creates nothing on disk.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -58,6 +59,30 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
       } finally {
         holder.exec('ROLLBACK');
         holder.close();
+      }
+    }));
+
+  test('a disk so full that the data directory cannot be used: exit 74 saying the disk is full, not asking for permissions', { timeout: 60_000 }, (t) =>
+    withDataDir(async (parent) => {
+      const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', parent]);
+      if (mount.status !== 0) return t.skip('mounting a small file system needs root');
+      try {
+        // One data directory made before the disk filled up, one made after.
+        assert.equal((await runCli(['pair', '--data-dir', join(parent, 'before')])).code, 0);
+        try {
+          writeFileSync(join(parent, 'filler'), Buffer.alloc(8 << 20));
+        } catch (error) {
+          assert.equal((error as NodeJS.ErrnoException).code, 'ENOSPC');
+        }
+        for (const args of [['serve', '--port', '0', '--data-dir', join(parent, 'before')], ['pair', '--data-dir', join(parent, 'before')], ['pair', '--data-dir', join(parent, 'after')]]) {
+          const result = await runCli([...args, '--json']);
+          assert.equal(result.code, 74, `${args.join(' ')}: ${result.stderr}`);
+          assert.equal(failureOf(result).code, 'database_unavailable');
+          assert.match(failureOf(result).message, /^cannot use .*: the disk is full \(.*\); free some space on it/, args.join(' '));
+          assertNoStackTrace(result);
+        }
+      } finally {
+        spawnSync('umount', [parent]);
       }
     }));
 
