@@ -274,7 +274,8 @@ export interface FunctionCallInput {
 
 /** OpenAI's reference to an output item (a message, a function call) of a stored response, by its id. */
 export interface ItemReferenceInput {
-  type: 'item_reference';
+  /** As the `openai` package types it: absent or null too. */
+  type?: 'item_reference' | null;
   id: string;
 }
 

@@ -123,9 +123,9 @@ const functionCallOutputItem = {
 /** OpenAI's `item_reference`: an output item of a stored response, named by its id instead of sent again. */
 const itemReference = {
   type: 'object',
-  required: ['type', 'id'],
+  required: ['id'],
   properties: {
-    type: { type: 'string', enum: ['item_reference'] },
+    type: { type: ['string', 'null'], enum: ['item_reference', null] },
     id: { type: 'string', minLength: 1, maxLength: 256 },
   },
 } as const;
@@ -138,7 +138,14 @@ const inputItem = {
     if: { type: 'object', required: ['type'], properties: { type: { const: 'function_call_output' } } },
     then: functionCallOutputItem,
     else: {
-      if: { type: 'object', required: ['type'], properties: { type: { const: 'item_reference' } } },
+      // Typed so, or as the `openai` package allows: an id, and neither a role nor a type.
+      if: {
+        type: 'object',
+        anyOf: [
+          { required: ['type'], properties: { type: { const: 'item_reference' } } },
+          { required: ['id'], not: { required: ['role'] }, properties: { type: { const: null } } },
+        ],
+      },
       then: itemReference,
       // An item of another type (reasoning, ...) is named by its type, not by the role it lacks.
       else: {

@@ -15,7 +15,7 @@ import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
 import type { TaskCore } from './core.js';
 import { textFormatOf, toolingOf, toToolDefinition } from './response-format.js';
-import { outputMessageIdOf, referencedItem } from './item-reference.js';
+import { checkNoItemOfChain, isItemReference, outputMessageIdOf, referencedItem } from './item-reference.js';
 import { newTask } from './new-task.js';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
@@ -121,11 +121,12 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
     if (!previousTask || !isFinal(previousTask.status)) {
       throw new ServiceError('response_not_finished', `Previous response '${previous.id}' has not finished yet.`, { param: 'previous_response_id' });
     }
+    checkNoItemOfChain(store, previous, body.input);
     context = [...previous.context, previousTurn(previous)];
     if (previousTask.status === 'completed') callsToAnswer = previous;
   }
   const input = typeof body.input === 'string' ? body.input
-    : body.input.map((item, index) => (item.type === 'item_reference' ? referencedItem(store, client, item.id, index) : item));
+    : body.input.map((item, index) => (isItemReference(item) ? referencedItem(store, client, item.id, index) : item));
   const inputItems = normalizeInput(input, normalizeMessages);
   context = conversationWith(context, inputItems);
   checkCallsAnswered(callsToAnswer, inputItems);

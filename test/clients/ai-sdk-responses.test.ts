@@ -100,6 +100,32 @@ describe('Vercel AI SDK: the Responses provider', () => {
       const items = await inputItems(service, ((await continued.json()) as ResponseObject).id);
       assert.deepEqual(items[1], { type: 'function_call', id: call.id, call_id: call.call_id, name: 'add', arguments: call.arguments, status: 'completed' });
 
+      // A message keeps its status (cut by max_output_tokens: incomplete); as the openai package
+      // types a reference, it may have neither type nor role.
+      const referenced = (await (await create({ input: [{ id: message.id }, { role: 'user', content: 'more' }] })).json()) as ResponseObject;
+      const seen = await inputItems(service, referenced.id);
+      assert.deepEqual(seen[0], { type: 'message', id: message.id, role: 'assistant', status: 'incomplete', content: [{ type: 'output_text', text: message.content[0]!.text, annotations: [], logprobs: [] }] });
+
+      // Continued with previous_response_id, an item that conversation holds is not given twice (as OpenAI).
+      for (const input of [[{ type: 'item_reference', id: message.id }, { role: 'user', content: 'x' }], [{ role: 'user', content: 'x' }, { role: 'assistant', content: 'y', id: message.id }]]) {
+        const twice = await create({ previous_response_id: referenced.id, input });
+        assert.equal(twice.status, 400);
+        const error = await errorOf(twice);
+        assert.equal(error.param, input[0]!.id === message.id ? 'input[0].id' : 'input[1].id');
+        assert.match(error.message, new RegExp(`^Duplicate item found with id ${message.id}\\.`));
+      }
+
+      // No message in the output, no message to refer to: a task cancelled while queued, or one whose output is calls only.
+      const queued = (await (await create({ input: 'wait', background: true, max_output_tokens: 500 })).json()) as ResponseObject;
+      const behind = (await (await create({ input: 'behind', background: true })).json()) as ResponseObject;
+      assert.equal((await api(service, `/v1/responses/${behind.id}/cancel`, { method: 'POST' })).status, 200);
+      assert.equal((await api(service, `/v1/responses/${queued.id}/cancel`, { method: 'POST' })).status, 202);
+      for (const id of [`msg_${behind.id.slice('resp_'.length)}`, `msg_${called.id.slice('resp_'.length)}`]) {
+        assert.equal(called.output.some((item) => item.id === id), false);
+        const refused = await create({ input: [{ type: 'item_reference', id }] });
+        assert.equal(refused.status, 404, id);
+      }
+
       // Not found: unknown, or another client's (a client without admin sees only its own).
       const other = await pairClient(service, ['responses'], 'other');
       for (const [token, id] of [[service.token, 'msg_unknown000000000000000000'], [other.token, message.id], [other.token, call.id]] as const) {
