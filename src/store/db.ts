@@ -176,7 +176,8 @@ function assertIsSqliteFile(path: string): void {
     }
   } catch (error) {
     if (error instanceof DatabaseOpenError) throw error;
-    throw new DatabaseOpenError(`cannot read ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+    const why = (error as NodeJS.ErrnoException).code === 'EACCES' ? refusedBecause(path, 'read') : (error as Error).message;
+    throw new DatabaseOpenError(`cannot read ${path}: ${why}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
   }
   if (size < 100 || header.toString('latin1') !== SQLITE_HEADER) {
     throw new DatabaseOpenError(
@@ -193,15 +194,15 @@ function assertIsSqliteFile(path: string): void {
  * database, with the database's mode: they then refused every later start even once the
  * database was writable again. Checked before SQLite opens anything, so nothing is created.
  */
-/** Why this user may not write `file`, and what makes it writable. */
-function notWritableBecause(file: string): string {
+/** Why this user may not read or write `file`, and what makes it usable. */
+function refusedBecause(file: string, verb: 'read' | 'write'): string {
   const stats = statSync(file);
   const mode = (stats.mode & 0o777).toString(8);
   const uid = process.getuid?.();
   if (uid !== undefined && stats.uid !== uid) {
     return `it belongs to another user (uid ${stats.uid}, mode ${mode}); give it to this one (chown ${uid} ${file}) or run lmsp as its owner`;
   }
-  return `this user may not write it (mode ${mode}); make it writable: chmod 600 ${file}`;
+  return `this user may not ${verb} it (mode ${mode}); make it ${verb === 'read' ? 'readable and writable' : 'writable'}: chmod 600 ${file}`;
 }
 
 function assertWritable(path: string): void {
@@ -211,7 +212,7 @@ function assertWritable(path: string): void {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') continue;
-      const why = code === 'EROFS' ? 'it is on a read-only file system' : code === 'EACCES' ? notWritableBecause(file) : (error as Error).message;
+      const why = code === 'EROFS' ? 'it is on a read-only file system' : code === 'EACCES' ? refusedBecause(file, 'write') : (error as Error).message;
       throw new DatabaseOpenError(`cannot write ${file}: ${why}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
     }
   }

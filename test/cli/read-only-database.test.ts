@@ -72,6 +72,12 @@ describe('a database this user may not write', { skip: runnable() ? false : 'the
         assert.equal(owned.code, 74);
         assert.match((JSON.parse(owned.stdout) as { error: { message: string } }).error.message,
           new RegExp(`cannot write ${database}: it belongs to another user \\(uid 0, mode 644\\); give it to this one \\(chown ${NOBODY} `));
+        // Made as lmsp makes it, private to that user: not even readable.
+        chmodSync(database, 0o600);
+        const unreadable = lmsp(dataDir, ['pair', '--json']);
+        assert.equal(unreadable.code, 74);
+        assert.match((JSON.parse(unreadable.stdout) as { error: { message: string } }).error.message,
+          new RegExp(`cannot read ${database}: it belongs to another user \\(uid 0, mode 600\\); give it to this one \\(chown ${NOBODY} `));
       }
     }));
 });
