@@ -25,6 +25,11 @@ export class ConnectionRegistry {
   private readonly ended = new Set<string>();
   /** Set once the service stops: every request bound from then on ends at once. */
   private stopping = false;
+  /**
+   * Requests a stop lets finish within its grace period (an embedding: no task holds it, and it
+   * is soon done) rather than ending them with the streams and waits.
+   */
+  private readonly finishOnStop = new Set<() => void>();
 
   constructor(private readonly limits: StreamLimits) {}
 
@@ -55,12 +60,6 @@ export class ConnectionRegistry {
       else this.streams.delete(clientId);
     };
   }
-
-  /**
-   * Requests a stop lets finish within its grace period (an embedding: no task holds it, and it
-   * is soon done) rather than ending them with the streams and waits.
-   */
-  private readonly finishOnStop = new Set<() => void>();
 
   /**
    * Ties a request to its client: `close` runs if the client is revoked meanwhile, and when the

@@ -7,7 +7,7 @@
  * a function call's, or a message's of a response made before ids were paired so, is looked for
  * among the newest responses.
  */
-import type { CreateResponseBody, FunctionCallInput, ItemReferenceInput, MessageInput } from '../api/types.js';
+import type { CreateResponseBody, FunctionCallInput, ItemReferenceInput, MessageInput, ResponseOutputItem } from '../api/types.js';
 import { finishedToolItems, toResponseObject } from '../api/views.js';
 import { canSee, type Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
@@ -65,14 +65,12 @@ export function referencedItem(store: Store, client: Client, id: string, index: 
   // The output exactly as GET shows it.
   const text = response.outputText ?? '';
   const output = toResponseObject(response, task, text, hasTools(response) ? finishedToolItems(response, task, text, response.outputCalls ?? []) : undefined).output;
-  const item = (output as unknown as Array<{ type: string; id: string }>).find((each) => each.id === id);
+  const item = (output as ResponseOutputItem[]).find((each) => each.id === id);
   if (!item) throw notFound();
-  if (item.type === 'function_call') {
-    const call = item as unknown as { call_id: string; name: string; arguments: string; status: 'completed' | 'incomplete' };
-    return { type: 'function_call', id, call_id: call.call_id, name: call.name, arguments: call.arguments, status: call.status };
-  }
-  const message = item as unknown as { status: 'completed' | 'incomplete'; content: Array<{ text: string }> };
-  return { type: 'message', role: 'assistant', id, status: message.status, content: [{ type: 'output_text', text: message.content.map((part) => part.text).join('') }] };
+  // A finished response's items are never in progress.
+  const status = item.status === 'incomplete' ? 'incomplete' : 'completed';
+  if (item.type === 'function_call') return { type: 'function_call', id, call_id: item.call_id, name: item.name, arguments: item.arguments, status };
+  return { type: 'message', role: 'assistant', id, status, content: [{ type: 'output_text', text: item.content.map((part) => part.text).join('') }] };
 }
 
 /** Every id of an item in the conversation up to `previous`: its inputs and outputs, and theirs before. */
