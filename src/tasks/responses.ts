@@ -16,7 +16,7 @@ import { prepareResponse } from './prepare-response.js';
 import { hasTools } from './response-kind.js';
 import { readToolOutput } from './response-tool-output.js';
 import { capOf, tooManyTasks, type TaskLimits } from './limits.js';
-import { cancelForDisconnect, waitForFinish } from './waiting.js';
+import { cancelForDisconnect, waitForFinish, writeWhenStored } from './waiting.js';
 
 export type CreateResponseOutcome = { replay: StoredAnswer } | { response: StoredResponse; task: Task };
 
@@ -100,14 +100,15 @@ export async function settleResponseRequest(core: TaskCore, task: Task, key: Ide
   if (options.clientGone()) await cancelForDisconnect(core, task.id);
   const finished = await waitForFinish(core, task.id);
   const answer = finished && !options.clientGone() ? options.answerOf(finished) : null;
+  // Written once the database takes it: a key left in flight would refuse its retries with 409.
   if (key) {
-    await store.db.write(() => {
+    await writeWhenStored(core, () => {
       if (answer) store.idempotency.complete(key, answer);
       else store.idempotency.release(key);
     });
   }
   if (finished && !options.storeResponse) {
-    await store.db.write(() => store.lifecycle.deleteFinished(finished.id)).catch(() => undefined);
+    await writeWhenStored(core, () => store.lifecycle.deleteFinished(finished.id)).catch(() => undefined);
   }
   return { finished, answer };
 }

@@ -97,3 +97,38 @@ describe('a task whose next step the database could not record', () => {
       assert.equal(next.body.status, 'incomplete', 'the service goes on');
     }));
 });
+
+describe('a client that leaves while the database cannot be written', () => {
+  test('its task is cancelled once the database can be written, and its key released, rather than running on for nobody', { timeout: 120_000 },
+    () => withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20', LMSP_LOG_LEVEL: 'info' } }, async (service) => {
+      const body = { model: 'lmsp-tiny', input: 'long', max_output_tokens: 3000 };
+      const send = (signal: AbortSignal) => fetch(`${service.url}/v1/responses`, {
+        method: 'POST', signal, body: JSON.stringify(body),
+        headers: { authorization: `Bearer ${service.token}`, 'content-type': 'application/json', 'idempotency-key': 'leaving' },
+      }).catch(() => null);
+      const leaving = new AbortController();
+      void send(leaving.signal);
+      const task = await waitFor(async () => (await service.client.listTasks({ limit: 1 })).data.find((each) => each.status === 'running') ?? null, { what: 'the task running' });
+      const blocker = new BetterSqlite3(join(service.dataDir, 'lmsp.db'));
+      blocker.exec('BEGIN IMMEDIATE');
+      try {
+        leaving.abort();
+        // The cancel cannot be written (busy past 5 s), nor can the generation's output.
+        await waitFor(() => /cannot record task progress/.test(service.output()), { timeoutMs: 30_000, what: 'the database refusing writes' });
+      } finally {
+        blocker.exec('ROLLBACK');
+        blocker.close();
+      }
+      const ended = await waitFor(async () => {
+        const now = await service.client.getTask(task.id);
+        return ['completed', 'failed', 'cancelled'].includes(now.status) ? now : null;
+      }, { timeoutMs: 30_000, what: 'the task to end' });
+      assert.equal(ended.status, 'cancelled');
+      assert.ok(ended.last_sequence_number > 0);
+      // The key was released: the same request is taken again, not refused as in flight.
+      const again = new AbortController();
+      const answer = await Promise.race([send(again.signal), new Promise((resolve) => setTimeout(() => resolve('taken'), 2000))]);
+      again.abort();
+      assert.equal(answer, 'taken', `the key is still in flight: ${answer instanceof Response ? answer.status : String(answer)}`);
+    }));
+});
