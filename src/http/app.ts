@@ -329,6 +329,8 @@ export async function buildApp(context: AppContext): Promise<FastifyInstance> {
       : toServiceError(error);
     // The engine failing on a model's file is logged as what it is, not as a bug with its stack.
     if (serviceError.code === 'engine_error') request.log.warn({ url: request.url, error: serviceError.message }, 'the engine failed on this request');
+    // A create a stopping service refuses is no failure of its own.
+    else if (serviceError.code === 'storage_unavailable' && context.core.stopping) request.log.info({ url: request.url }, 'refused: the service is stopping');
     else if (serviceError.status >= 500) request.log.error({ err: error, url: request.url }, 'request failed');
     // An answer given before the body was read (401, 413, 415, 421, 403, ...) waits until the
     // client has sent it, so that the client reads the answer rather than a broken pipe.

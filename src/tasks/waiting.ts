@@ -49,3 +49,16 @@ export async function cancelForDisconnect(core: Pick<TaskCore, 'store' | 'machin
   if (core.stopping) return;
   await writeWhenStored(core, (context) => core.machine.cancel(context, taskId)).catch(() => undefined);
 }
+
+/**
+ * A create whose client waits on its task (plain, or streamed without `background`) cannot be
+ * answered by a stopping service, which ends such waits at once: one that reaches it then (sent
+ * behind another request on a kept-alive connection) is refused before anything is written,
+ * rather than committed and cut off. A background create is still taken: its 202 or its stream
+ * from the log needs no wait.
+ */
+export function refuseWaitWhileStopping(core: Pick<TaskCore, 'stopping'>): void {
+  if (!core.stopping) return;
+  throw new ServiceError('storage_unavailable', 'The service is stopping: the request did nothing. Send it again once the service is back.',
+    { headers: { 'retry-after': '1' } });
+}

@@ -5,9 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
+import { connect } from 'node:net';
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ResponseObject } from '../../src/api/types.js';
-import { api, waitFor, withService } from '../helpers/service.js';
+import { api, waitFor, withService, type TestService } from '../helpers/service.js';
 
 interface Outcome {
   status: number | null;
@@ -35,6 +38,16 @@ function create(url: string, token: string, agent: Agent): Promise<Outcome> {
     sent.on('error', (error: NodeJS.ErrnoException) => resolve({ status: null, id: null, error: error.code ?? error.message }));
     sent.end(body);
   });
+}
+
+/**
+ * Starts the runner (its process takes seconds to start on a loaded machine) and registers a
+ * copy of the model, whose load, the next one, then takes the debug load delay and little else.
+ */
+async function warmRunner(service: TestService): Promise<void> {
+  assert.equal((await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: 'warm' } })).status, 200);
+  copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'copy.gguf'));
+  assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'copy.gguf', id: 'copy' } })).status, 201);
 }
 
 describe('a stop under load', () => {
@@ -81,7 +94,8 @@ describe('a stop under load', () => {
   test('an embedding being computed is answered before the service stops', { timeout: 60_000 }, () =>
     // Its model takes 2 s to load: the stop comes meanwhile.
     withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2000' } }, async (service) => {
-      const asked = api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: ['one', 'two'] } });
+      await warmRunner(service);
+      const asked = api(service, '/v1/embeddings', { method: 'POST', json: { model: 'copy', input: ['one', 'two'] } });
       await new Promise((resolve) => setTimeout(resolve, 500));
       const stopped = service.stop();
       const answer = await asked;
@@ -89,6 +103,38 @@ describe('a stop under load', () => {
       assert.equal(((await answer.json()) as { data: unknown[] }).data.length, 2);
       await stopped;
       assert.equal(service.child.exitCode, 0, service.output());
+    }));
+
+  test('a plain create that reaches a stopping service is refused before anything is written, not committed and cut off', { timeout: 60_000 }, () =>
+    // An embedding whose model takes 2 s to load keeps the connection busy through the stop; the
+    // create comes behind it on the same connection once the stop has begun.
+    withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2000', LMSP_LOG_LEVEL: 'info' } }, async (service) => {
+      await warmRunner(service);
+      const { port } = new URL(service.url);
+      const socket = connect(Number(port), '127.0.0.1');
+      let received = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (chunk: string) => (received += chunk));
+      const closed = new Promise((resolve) => socket.on('close', resolve));
+      const post = (path: string, body: object) => {
+        const text = JSON.stringify(body);
+        return `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${service.token}\r\n`
+          + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
+      };
+      socket.write(post('/v1/embeddings', { model: 'copy', input: 'first' }));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const stopped = service.stop();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      socket.write(post('/v1/responses', { model: 'lmsp-tiny', input: 'behind', max_output_tokens: 3 }));
+      await Promise.all([closed, stopped]);
+      // The embedding is answered, and its connection closed after it: the create behind it gets
+      // no answer (a client sends it again on a new connection), and nothing was made for it.
+      const statuses = [...received.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((match) => Number(match[1]));
+      assert.deepEqual(statuses, [200], received);
+      assert.match(received, /^connection: close\r$/m);
+      assert.match(service.output(), /"url":"\/v1\/responses","msg":"refused: the service is stopping"/);
+      const again = await service.restart();
+      assert.deepEqual((await again.client.listTasks()).data, [], 'no task was made for it');
     }));
 
   test('open event streams end at once: they do not hold the stop for its grace period', { timeout: 60_000 }, () =>

@@ -15,7 +15,7 @@ import {
   settleChatCompletionRequest, TASK_ID_HEADER, updateChatCompletion, visibleTaskOfCompletion,
 } from '../../tasks/chat-completions.js';
 import { replayedPlainAnswer } from '../../tasks/orphaned-requests.js';
-import { cancelForDisconnect } from '../../tasks/waiting.js';
+import { cancelForDisconnect, refuseWaitWhileStopping } from '../../tasks/waiting.js';
 import { clientKeyOf, clientOf } from '../auth.js';
 import { streamChatChunks } from '../chat-stream.js';
 import {
@@ -69,6 +69,7 @@ export function registerChatCompletionRoutes(app: FastifyInstance, context: AppC
     const client = clientOf(request);
     const body = request.body as CreateChatCompletionBody;
     const key = clientKeyOf(request, context);
+    refuseWaitWhileStopping(core);
     // LMSP 16: a stream's place is taken before anything is written, so a refusal leaves nothing behind.
     const place = body.stream ? context.connections.openStream(client.id) : undefined;
     let created: Awaited<ReturnType<typeof createChatCompletion>>;

@@ -13,7 +13,7 @@ import { responseIdOf, type Task } from '../../domain/tasks.js';
 import type { IdempotencyKey, StoredAnswer } from '../../store/index.js';
 import { cancelTask } from '../../tasks/cancel.js';
 import { replayedPlainAnswer } from '../../tasks/orphaned-requests.js';
-import { cancelForDisconnect } from '../../tasks/waiting.js';
+import { cancelForDisconnect, refuseWaitWhileStopping } from '../../tasks/waiting.js';
 import {
   createResponse, deleteResponse, responseLocation, responseView, settleResponseRequest, streamedCreateAnswer, visibleTaskOfResponse,
 } from '../../tasks/responses.js';
@@ -58,6 +58,7 @@ export function registerResponseRoutes(app: FastifyInstance, context: AppContext
     const client = clientOf(request);
     const body = request.body as CreateResponseBody;
     const key = clientKeyOf(request, context);
+    if (!body.background) refuseWaitWhileStopping(core);
     // LMSP 16: a stream's place is taken before anything is written, so a refusal leaves nothing behind.
     const place = body.stream ? context.connections.openStream(client.id) : undefined;
     let created: Awaited<ReturnType<typeof createResponse>>;
