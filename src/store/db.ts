@@ -60,10 +60,12 @@ const NEARLY_FULL_BYTES = 1 << 20;
  * disk has next to no room left.
  */
 function diskFull(what: string, dir: string, error: unknown): DatabaseOpenError | null {
-  const code = (error as { code?: string }).code ?? '';
+  // A write made in a transaction comes as the 503 it would be for a request, SQLite's error its cause.
+  const sqliteError = (error instanceof ServiceError ? error.cause : error) as { code?: string; message?: string } | undefined;
+  const code = sqliteError?.code ?? '';
   const full = code === 'ENOSPC' || code.startsWith('SQLITE_FULL') || (code.startsWith('SQLITE_IOERR') && freeBytes(dir) < NEARLY_FULL_BYTES);
   if (!full) return null;
-  return new DatabaseOpenError(`cannot use ${what}: the disk is full (${(error as Error).message}); free some space on it, or choose another data directory with --data-dir or LMSP_DATA_DIR`,
+  return new DatabaseOpenError(`cannot use ${what}: the disk is full (${sqliteError?.message ?? code}); free some space on it, or choose another data directory with --data-dir or LMSP_DATA_DIR`,
     EXIT_DATABASE_UNAVAILABLE, { cause: error });
 }
 
@@ -422,7 +424,9 @@ export class Database {
           `${path} is corrupt (${(error as Error).message}). lmsp will not modify it: restore a backup, or move it away to start empty.`,
           EXIT_DATABASE_NOT_USABLE, { cause: error });
       }
-      throw diskFull(path, dataDir, error) ?? new DatabaseOpenError(`cannot use ${path}: ${(error as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+      // What SQLite said, rather than the words a request would get for it.
+      const said = error instanceof ServiceError ? (error.cause as Error | undefined)?.message ?? error.message : (error as Error).message;
+      throw diskFull(path, dataDir, error) ?? new DatabaseOpenError(`cannot use ${path}: ${said}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
     }
   }
 

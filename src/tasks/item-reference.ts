@@ -54,9 +54,10 @@ function responseWithItem(store: Store, id: string): StoredResponse | null {
  */
 export function referencedItem(store: Store, client: Client, id: string, index: number): MessageInput | FunctionCallInput {
   const param = `input[${index}].id`;
-  const notFound = () => new ServiceError('not_found', `Item with id '${id}' not found. Items of responses made with store: false are not kept.`, { param });
+  const notFound = (why = '') => new ServiceError('not_found', `Item with id '${id}' not found.${why}`, { param });
   const response = responseWithItem(store, id);
-  if (!response || !response.store || !canSee(client, response.clientId)) throw notFound();
+  if (!response || !canSee(client, response.clientId)) throw notFound();
+  if (!response.store) throw notFound(' Items of responses made with store: false are not kept.');
   const task = store.tasks.getByResponse(response.id);
   if (!task) throw notFound();
   if (!isFinal(task.status)) {

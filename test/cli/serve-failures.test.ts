@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -81,6 +81,12 @@ describe('lmsp serve when it cannot start (LMSP 12)', () => {
           assert.match(failureOf(result).message, /^cannot use .*: the disk is full \(.*\); free some space on it/, args.join(' '));
           assertNoStackTrace(result);
         }
+        // Room for a few pages: the database is begun, then a write of the start fails.
+        const filler = join(parent, 'filler');
+        truncateSync(filler, statSync(filler).size - 80 * 1024);
+        const almost = await runCli(['pair', '--json', '--data-dir', join(parent, 'almost')]);
+        assert.equal(almost.code, 74, almost.stderr);
+        assert.match(failureOf(almost).message, /^cannot use .*: the disk is full \(database or disk is full\); free some space on it/);
       } finally {
         spawnSync('umount', [parent]);
       }

@@ -124,6 +124,7 @@ describe('Vercel AI SDK: the Responses provider', () => {
         assert.equal(called.output.some((item) => item.id === id), false);
         const refused = await create({ input: [{ type: 'item_reference', id }] });
         assert.equal(refused.status, 404, id);
+        assert.equal((await errorOf(refused)).message, `Item with id '${id}' not found.`, 'no word of store: false, which these were not');
       }
 
       // Not found: unknown, or another client's (a client without admin sees only its own).
