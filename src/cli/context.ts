@@ -10,7 +10,7 @@ import { ConfigError, resolveConfig, resolveDataDir, STORED_CONFIG_PREFIX, type 
 import { ServiceError } from '../domain/errors.js';
 import { ModelRegistry } from '../models/registry.js';
 import { SERVICE_FILE, type ServiceInfo } from '../service.js';
-import { assertPrivateDataDir, DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, Store } from '../store/index.js';
+import { assertPrivateDataDir, DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, sqliteErrorOf, Store } from '../store/index.js';
 import { isDataDirLocked, lockDataDir, type DataDirLock } from '../store/lock.js';
 import { readServiceId } from '../store/service-config.js';
 import { newTaskMachine } from '../tasks/core.js';
@@ -264,7 +264,7 @@ export function describeFailure(error: unknown): DescribedFailure | null {
   if (error instanceof ServiceError && error.code === 'storage_unavailable') {
     // The command's own write to the database failed (not an answer of the service): no HTTP
     // status to report, but the database's exit code and what SQLite said.
-    const message = `cannot write the database: ${(error.cause as Error | undefined)?.message ?? error.message} (a full disk, a read-only file or file system, or another program holding it locked)`;
+    const message = `cannot write the database: ${(sqliteErrorOf(error) as Error).message} (a full disk, a read-only file or file system, or another program holding it locked)`;
     return described({ code: databaseErrorCode(EXIT_DATABASE_UNAVAILABLE), message }, message, EXIT_DATABASE_UNAVAILABLE);
   }
   if (error instanceof LmspApiError || error instanceof ServiceError) {

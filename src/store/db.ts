@@ -51,6 +51,14 @@ export function unusableDataDir(dataDir: string, error: unknown): DatabaseOpenEr
     EXIT_DATABASE_UNAVAILABLE, { cause: error });
 }
 
+/**
+ * The error SQLite gave: a write made in a transaction comes as the 503 it would be for a request
+ * (`storage_unavailable`), with SQLite's error as its cause.
+ */
+export function sqliteErrorOf(error: unknown): unknown {
+  return error instanceof ServiceError && error.code === 'storage_unavailable' && error.cause !== undefined ? error.cause : error;
+}
+
 /** Free bytes below which a write error in a folder is taken for a full disk. */
 const NEARLY_FULL_BYTES = 1 << 20;
 
@@ -60,12 +68,11 @@ const NEARLY_FULL_BYTES = 1 << 20;
  * disk has next to no room left.
  */
 function diskFull(what: string, dir: string, error: unknown): DatabaseOpenError | null {
-  // A write made in a transaction comes as the 503 it would be for a request, SQLite's error its cause.
-  const sqliteError = (error instanceof ServiceError ? error.cause : error) as { code?: string; message?: string } | undefined;
-  const code = sqliteError?.code ?? '';
+  const sqliteError = sqliteErrorOf(error) as { code?: string; message?: string };
+  const code = sqliteError.code ?? '';
   const full = code === 'ENOSPC' || code.startsWith('SQLITE_FULL') || (code.startsWith('SQLITE_IOERR') && freeBytes(dir) < NEARLY_FULL_BYTES);
   if (!full) return null;
-  return new DatabaseOpenError(`cannot use ${what}: the disk is full (${sqliteError?.message ?? code}); free some space on it, or choose another data directory with --data-dir or LMSP_DATA_DIR`,
+  return new DatabaseOpenError(`cannot use ${what}: the disk is full (${sqliteError.message ?? code}); free some space on it, or choose another data directory with --data-dir or LMSP_DATA_DIR`,
     EXIT_DATABASE_UNAVAILABLE, { cause: error });
 }
 
@@ -189,13 +196,6 @@ function assertIsSqliteFile(path: string): void {
   }
 }
 
-/**
- * The database and its log files must be writable by this user. SQLite opens a file it may not
- * write read-only without a word (the service then failed at its first write, with an API error
- * where a start needs a reason), and makes the log files it creates, when it first reads a WAL
- * database, with the database's mode: they then refused every later start even once the
- * database was writable again. Checked before SQLite opens anything, so nothing is created.
- */
 /** Why this user may not read or write `file`, and what makes it usable. */
 function refusedBecause(file: string, verb: 'read' | 'write'): string {
   const stats = statSync(file);
@@ -207,6 +207,13 @@ function refusedBecause(file: string, verb: 'read' | 'write'): string {
   return `this user may not ${verb} it (mode ${mode}); make it ${verb === 'read' ? 'readable and writable' : 'writable'}: chmod 600 ${file}`;
 }
 
+/**
+ * The database and its log files must be writable by this user. SQLite opens a file it may not
+ * write read-only without a word (the service then failed at its first write, with an API error
+ * where a start needs a reason), and makes the log files it creates, when it first reads a WAL
+ * database, with the database's mode: they then refused every later start even once the
+ * database was writable again. Checked before SQLite opens anything, so nothing is created.
+ */
 function assertWritable(path: string): void {
   for (const file of [path, `${path}-wal`, `${path}-shm`]) {
     try {
@@ -425,8 +432,8 @@ export class Database {
           EXIT_DATABASE_NOT_USABLE, { cause: error });
       }
       // What SQLite said, rather than the words a request would get for it.
-      const said = error instanceof ServiceError ? (error.cause as Error | undefined)?.message ?? error.message : (error as Error).message;
-      throw diskFull(path, dataDir, error) ?? new DatabaseOpenError(`cannot use ${path}: ${said}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
+      throw diskFull(path, dataDir, error)
+        ?? new DatabaseOpenError(`cannot use ${path}: ${(sqliteErrorOf(error) as Error).message}`, EXIT_DATABASE_UNAVAILABLE, { cause: error });
     }
   }
 

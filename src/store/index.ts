@@ -127,7 +127,7 @@ export class Store {
   }
 }
 
-export { assertPrivateDataDir, Database, DatabaseOpenError, DATABASE_FILE, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE } from './db.js';
+export { assertPrivateDataDir, Database, DatabaseOpenError, DATABASE_FILE, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, sqliteErrorOf } from './db.js';
 export type { WriteContext } from './db.js';
 export type { RenderedEvent, TaskCreate } from './task-create.js';
 export type { IdempotencyKey, IdempotentOutcome, Recording, StoredAnswer } from './idempotency.js';

@@ -28,7 +28,6 @@ export interface LiveState {
 
 export const EMPTY_LIVE: LiveState = { text: '', events: [], eventCount: 0, pull: null, ended: false };
 
-/** Events from before the oldest one kept, put in front of the log, which keeps them from then on. */
 /** What the event log says while its task runs, by how the page follows it. */
 const FOLLOWING: Record<FollowMode, string> = {
   connecting: 'Connecting to the service.',
@@ -36,6 +35,7 @@ const FOLLOWING: Record<FollowMode, string> = {
   polled: 'Following: new events are read every second, as other tabs of the dashboard hold the live streams the browser allows.',
 };
 
+/** Events from before the oldest one kept, put in front of the log, which keeps them from then on. */
 export function withEarlier(state: LiveState, earlier: TaskEvent[]): LiveState {
   const first = state.events[0]?.sequence_number ?? Infinity;
   const before = earlier.filter((event) => event.sequence_number < first);
