@@ -146,7 +146,11 @@ export interface Engine {
   loadedModelIds(): Set<string>;
   /** Whether a runner holds this model's file now, under whichever id it was loaded (GET /v1/models `loaded`). */
   isLoaded(model: ModelRef): boolean;
-  /** A model unregistered (LMSP 5): runners holding it idle unload it now, not at keep-alive. */
+  /**
+   * A model unregistered, or found not to match its digest (LMSP 5): runners holding it unload it
+   * now, not at keep-alive; one still generating or embedding with it is given nothing new and
+   * unloads it when that work ends.
+   */
   unloadModel(model: ModelRef): void;
   /** Called whenever a lease is released or a model unloaded, so waiting work can retry. */
   onCapacity(listener: () => void): void;

@@ -133,8 +133,11 @@ export class RunnerPool implements Engine {
   }
 
   unloadModel(model: ModelRef): void {
-    // A runner still computing embeddings with it keeps it until they end, then its keep-alive.
-    const idle = this.runners.filter((runner) => !runner.busy && runner.embeds === 0 && sameModel(runner.model, model));
+    // A runner still generating or computing embeddings with it is given nothing new, and lets
+    // the model go when they end.
+    const holders = this.runners.filter((runner) => sameModel(runner.model, model) || sameModel(this.loads.get(runner)?.model ?? null, model));
+    for (const runner of holders) runner.retiring = true;
+    const idle = holders.filter((runner) => !runner.busy && runner.embeds === 0);
     for (const runner of idle) this.unload(runner);
     if (idle.length > 0) this.capacityChanged();
   }
@@ -150,10 +153,10 @@ export class RunnerPool implements Engine {
     if (this.closed) return null;
     if (this.runners.reduce((sum, runner) => sum + runner.active, 0) >= this.options.slots) return null;
     // A runner already generating with this model takes one more while it has sequences free.
-    const joinable = this.runners.find((runner) => runner.busy && !runner.full && sameModel(runner.assigned, model));
+    const joinable = this.runners.find((runner) => runner.busy && !runner.full && !runner.retiring && sameModel(runner.assigned, model));
     if (joinable) return joinable;
     const idle = this.runners.filter((runner) => !runner.busy);
-    const ready = idle.find((runner) => sameModel(runner.model, model));
+    const ready = idle.find((runner) => !runner.retiring && sameModel(runner.model, model));
     if (ready) return ready;
     // A runner computing embeddings keeps its model: it is neither unloaded nor given another.
     const free = idle.filter((runner) => runner.embeds === 0);
@@ -194,6 +197,7 @@ export class RunnerPool implements Engine {
     if (runner.keepAliveTimer) clearTimeout(runner.keepAliveTimer);
     runner.keepAliveTimer = null;
     runner.model = null;
+    runner.retiring = false;
     runner.kill();
   }
 
@@ -212,10 +216,16 @@ export class RunnerPool implements Engine {
         released = true;
         runner.active -= 1;
         runner.lastUsedAt = Date.now();
-        if (!runner.busy) this.scheduleKeepAlive(runner);
+        if (!runner.busy) this.becameIdle(runner);
         this.capacityChanged();
       },
     };
+  }
+
+  /** No generation runs on it any more: its model is let go now if it is retiring, else after its keep-alive. */
+  private becameIdle(runner: RunnerProcess): void {
+    if (!runner.retiring) return this.scheduleKeepAlive(runner);
+    if (runner.embeds === 0) this.unload(runner);
   }
 
   private scheduleKeepAlive(runner: RunnerProcess): void {
@@ -423,7 +433,7 @@ export class RunnerPool implements Engine {
     for (;;) {
       if (this.closed) throw new EngineError('engine_error', 'the engine is closed');
       if (signal?.aborted) throw new GenerationCancelled('cancelled');
-      const holders = this.runners.filter((runner) => sameModel(runner.model, model) && runner.alive);
+      const holders = this.runners.filter((runner) => sameModel(runner.model, model) && runner.alive && !runner.retiring);
       const holder = holders.find((runner) => !runner.busy) ?? holders[0];
       if (holder) return this.embedOn(holder, model, request, signal);
       const runner = this.pickRunner(model);
@@ -476,7 +486,7 @@ export class RunnerPool implements Engine {
       runner.embeds -= 1;
       runner.lastUsedAt = Date.now();
       if (!runner.busy && runner.embeds === 0) {
-        this.scheduleKeepAlive(runner);
+        this.becameIdle(runner);
         this.capacityChanged();
       }
     });

@@ -54,6 +54,8 @@ export class RunnerProcess {
   embeds = 0;
   lastUsedAt = 0;
   keepAliveTimer: NodeJS.Timeout | null = null;
+  /** Its model is to be let go (its file no longer matches its digest): unloaded once idle, given no new work. */
+  retiring = false;
 
   constructor(private readonly settings: RunnerSettings, private readonly log: RunnerLog | undefined,
     private readonly pin: { taskset: string; cpus: string } | null = null, readonly capacity = 1) {}

@@ -9,7 +9,7 @@
  * runner process, the way it takes up tasks resumed or left queued at startup.
  */
 import { ServiceError } from '../domain/errors.js';
-import { EngineError, EngineExited, GenerationCancelled, type Engine, type EngineLease, type OutputUnit } from '../engine/engine.js';
+import { EngineError, EngineExited, GenerationCancelled, type Engine, type EngineLease, type ModelRef, type OutputUnit } from '../engine/engine.js';
 import type { GeneratedToolCall } from '../engine/types.js';
 import type { Store } from '../store/index.js';
 import type { RecoveryOutcome, Task } from '../domain/tasks.js';
@@ -173,15 +173,11 @@ export class Scheduler {
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
       let requeued = false;
-      claim.done = this.run(task, lease, abort).then((again) => {
+      const ref = model ? { id: model.id, path: model.path, digest: model.digest } : null;
+      claim.done = this.run(task, lease && ref ? { lease, model: ref } : null, abort).then((again) => {
         requeued = again;
       }).finally(() => {
         lease?.release();
-        // LMSP 5: a model found not to match its digest is not kept loaded: its runners map a
-        // file that changed under them (and that shows as loaded while nothing can use it).
-        if (model && this.core.registry.get(model.id)?.status === 'digest_mismatch') {
-          this.engine.unloadModel({ id: model.id, path: model.path, digest: model.digest });
-        }
         this.claims.delete(task.id);
         queue.released(task.clientId);
         // Queued again while still claimed, the task was hidden from the queue, which may have
@@ -197,8 +193,9 @@ export class Scheduler {
   }
 
   /** Works on the task until it ends or stops; true when its runner died and its policy queued it again. */
-  private async run(task: Task, lease: EngineLease | null, abort: AbortController): Promise<boolean> {
+  private async run(task: Task, leased: { lease: EngineLease; model: ModelRef } | null, abort: AbortController): Promise<boolean> {
     const { store, machine } = this;
+    const lease = leased?.lease ?? null;
     let output: OutputWriter | null = null;
     try {
       const resumed = task.status === 'running';
@@ -251,6 +248,9 @@ export class Scheduler {
       this.backoffMs = 0;
       return false;
     } catch (error) {
+      // LMSP 5: a model found not to match its digest is not kept loaded: its runners map a file
+      // that changed under them (and would show as loaded while nothing can use it).
+      if (leased && error instanceof EngineError && error.code === 'model_digest_mismatch') this.engine.unloadModel(leased.model);
       await output?.flush().catch(() => undefined);
       return (await this.recordFailure(task, error, output?.failure ?? null)) === 'requeued';
     }
