@@ -242,9 +242,17 @@ export class ModelRegistry {
     return model;
   }
 
-  /** Records a verification; call inside the request's transaction. */
+  /**
+   * Records a verification; call inside the request's transaction. The model may have been
+   * removed while its file was hashed, and its id registered again for another file: what was
+   * hashed is then no model's, and is not written over the new registration.
+   */
   recordVerification(model: Model): Model {
-    if (!this.store.models.get(model.id)) throw modelNotFound(model.id);
+    const current = this.store.models.get(model.id);
+    if (!current) throw modelNotFound(model.id);
+    if (current.path !== model.path || current.digest !== model.digest || current.createdAt !== model.createdAt) {
+      throw new ServiceError('model_not_found', `The model '${model.id}' was removed while its file was verified, and its id registered again; verify it again.`, { param: 'id' });
+    }
     this.store.models.updateFile(model);
     return model;
   }
