@@ -1,6 +1,7 @@
 /**
  * Supervises runner processes (one per generation slot, like Ollama's runners; or, with
- * `sequencesPerRunner`, one per model serving its slots as sequences of one context): spawns them on
+ * `sequencesPerRunner`, one per model serving its slots as sequences of one context; and one per
+ * model kept loaded where `max_loaded_models` exceeds the slots): spawns them on
  * demand, keeps a model loaded for `keep_alive` after its last use, holds at most
  * `max_loaded_models` models, unloading the least recently used idle one first and never one a
  * running task uses. A runner process that dies without being asked to (a crash inside
@@ -176,14 +177,25 @@ export class RunnerPool implements Engine {
       if (!victim) return null;
       for (const runner of free.filter((r) => r.model && sameModel(r.model, victim.model!))) this.unload(runner);
     }
-    // An empty runner, else a new one while slots remain, else the least recently used idle one.
+    // An empty runner, else a new one while slots (or models that may stay loaded, each in a
+    // runner of its own) remain, else the least recently used idle one.
     return free.find((r) => !r.model)
-      ?? (this.runners.length < this.options.slots ? this.newRunner() : free.sort((a, b) => a.lastUsedAt - b.lastUsedAt)[0] ?? null);
+      ?? (this.runners.length < this.maxRunners ? this.newRunner() : free.sort((a, b) => a.lastUsedAt - b.lastUsedAt)[0] ?? null);
+  }
+
+  /**
+   * Runner processes at most: one per slot, and as many as `max_loaded_models` where that is more
+   * (with one slot and two models to keep loaded, each stays in its own runner, idle, rather than
+   * the one runner unloading a model to load the other). Generations at once stay within `slots`.
+   */
+  private get maxRunners(): number {
+    return Math.max(this.options.slots, this.options.maxLoadedModels);
   }
 
   private newRunner(): RunnerProcess {
     const affinity = this.options.affinity;
-    const cpus = affinity?.runnerCpus[this.runners.length];
+    // A runner beyond the slots (a model kept loaded) may run beside any of them: all their CPUs.
+    const cpus = affinity?.runnerCpus[this.runners.length] ?? affinity?.runnerCpus.join(',');
     const capacity = this.options.sequencesPerRunner ?? 1;
     // With sequences, even one slot is a sequence of a shared context (the same code at any N).
     const settings = this.options.sequencesPerRunner ? { ...this.options.settings, sequences: capacity } : this.options.settings;
@@ -215,7 +227,7 @@ export class RunnerPool implements Engine {
         if (released) return;
         released = true;
         runner.active -= 1;
-        runner.lastUsedAt = Date.now();
+        runner.lastUsedAt = performance.now();
         if (!runner.busy) this.becameIdle(runner);
         this.capacityChanged();
       },
@@ -484,7 +496,7 @@ export class RunnerPool implements Engine {
     }).finally(() => {
       signal?.removeEventListener('abort', onAbort);
       runner.embeds -= 1;
-      runner.lastUsedAt = Date.now();
+      runner.lastUsedAt = performance.now();
       if (!runner.busy && runner.embeds === 0) {
         this.becameIdle(runner);
         this.capacityChanged();

@@ -52,6 +52,7 @@ export class RunnerProcess {
   assigned: ModelRef | null = null;
   /** Embedding requests running on this runner (beside a generation, or alone). */
   embeds = 0;
+  /** When its last generation or embedding ended (performance.now(): monotonic, finer than a millisecond, for the LRU order). */
   lastUsedAt = 0;
   keepAliveTimer: NodeJS.Timeout | null = null;
   /** Its model is to be let go (its file no longer matches its digest): unloaded once idle, given no new work. */

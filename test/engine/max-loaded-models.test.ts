@@ -29,3 +29,29 @@ describe('max_loaded_models holds while loads overlap (LMSP 5)', () => {
       }));
   }
 });
+
+describe('max_loaded_models above the slots (LMSP 5)', () => {
+  test('with one slot, two models stay loaded side by side, idle; a third unloads the least recently used', { timeout: 90_000 }, () =>
+    withEngine({ slots: 1, maxLoadedModels: 2, keepAliveMs: 60_000 }, async ({ engine, tiny, addModel }) => {
+      const other = addModel({ ...LMSP_TINY, name: 'other' });
+      const third = addModel({ ...LMSP_TINY, name: 'third' });
+      const use = async (model: typeof tiny) => {
+        const lease = engine.acquire(model);
+        assert.ok(lease, `a slot for ${model.id}`);
+        try {
+          assert.equal(engine.acquire(other), null, 'one generation at a time: the slot is taken');
+          const loads = lease.needsLoad;
+          await lease.load(new AbortController().signal);
+          return loads;
+        } finally {
+          lease.release();
+        }
+      };
+      assert.equal(await use(tiny), true);
+      assert.equal(await use(other), true);
+      assert.deepEqual([...engine.loadedModelIds()].sort(), ['lmsp-tiny', 'other'], 'both kept: the limit is two models');
+      assert.equal(await use(tiny), false, 'lmsp-tiny was still loaded');
+      assert.equal(await use(third), true);
+      assert.deepEqual([...engine.loadedModelIds()].sort(), ['lmsp-tiny', 'third'], 'other, the least recently used, made room');
+    }));
+});
