@@ -41,6 +41,8 @@ export class HeaderReader {
   hasChatTemplate = false;
   splitCount: number | null = null;
   private readonly contextLengths = new Map<string, number>();
+  /** The value type of each `*.context_length` key, whatever it is (llama.cpp reads only a uint32). */
+  private readonly contextLengthTypes = new Map<string, number>();
   private readonly keys = new Set<string>();
 
   constructor(readonly cursor: FileCursor) {}
@@ -71,6 +73,11 @@ export class HeaderReader {
 
   contextLength(): number | null {
     return this.architecture === null ? null : this.contextLengths.get(`${this.architecture}.context_length`) ?? null;
+  }
+
+  /** The value type of the architecture's context length, when the key is there. */
+  contextLengthType(): number | null {
+    return this.architecture === null ? null : this.contextLengthTypes.get(`${this.architecture}.context_length`) ?? null;
   }
 
   async readFixedHeader(): Promise<void> {
@@ -122,6 +129,7 @@ export class HeaderReader {
       throw invalidModelFile(`general.alignment must be a uint32, not ${GGUF_VALUE_TYPES[type] ?? `type ${type}`}`);
     }
     if (key === 'general.architecture') this.architectureType = type;
+    if (key.endsWith('.context_length')) this.contextLengthTypes.set(key, type);
     const size = GGUF_VALUE_BYTES[type];
     if (size !== undefined) {
       await this.need(size, () => `the value of ${quoteShort(key)}`);

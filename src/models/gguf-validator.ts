@@ -10,8 +10,9 @@
  * - every key 1 to 65535 bytes of printable ASCII, unique; every string and array within the file;
  *   every value type one of the 13 known, bools 0 or 1, no array of arrays (llama.cpp reads none);
  * - `general.alignment`, when present, a uint32 power of two; `general.architecture` a short
- *   lowercase name; `<architecture>.context_length`, when present, 1 to 2^31 - 1 (llama.cpp
- *   reads a larger one as negative; 0 leaves no room for a token); no split models (their other
+ *   lowercase name; `<architecture>.context_length`, when present, a uint32 (llama.cpp refuses
+ *   any other type) from 1 to 2^31 - 1 (it reads a larger one as negative; 0 leaves no room for
+ *   a token); no split models (their other
  *   parts would escape validation and the digest);
  * - tensor infos: names 1 to 63 bytes and unique, 1 to 4 dimensions each > 0 whose product stays
  *   exact, a known ggml type whose block divides the rows; the tensors' data one after the
@@ -26,7 +27,7 @@ import { open } from 'node:fs/promises';
 import { openedAt } from './hashing.js';
 import { ServiceError } from '../domain/errors.js';
 import { FileChangedError, FileCursor } from './gguf-cursor.js';
-import { GGUF_VALUE_TYPES } from './gguf-format.js';
+import { GGUF_TYPE_UINT32, GGUF_VALUE_TYPES } from './gguf-format.js';
 import { HeaderReader, invalidModelFile } from './gguf-metadata.js';
 import { readTensorInfos } from './gguf-tensors.js';
 
@@ -89,6 +90,11 @@ export async function validateGgufFile(path: string, options: { registered?: { w
     const contextLength = reader.contextLength();
     if (contextLength !== null && (contextLength > MAX_CONTEXT_LENGTH || contextLength < 1)) {
       throw invalidModelFile(`${reader.architecture}.context_length is ${Number.isFinite(contextLength) ? contextLength : 'beyond 2^53'} (1 to ${MAX_CONTEXT_LENGTH})`);
+    }
+    // llama.cpp refuses to load a model whose context length has another type, in range or not.
+    const contextLengthType = reader.contextLengthType();
+    if (contextLengthType !== null && contextLengthType !== GGUF_TYPE_UINT32) {
+      throw invalidModelFile(`${reader.architecture}.context_length must be a uint32, not ${GGUF_VALUE_TYPES[contextLengthType] ?? `type ${contextLengthType}`}`);
     }
     if (reader.splitCount !== null && reader.splitCount > 1) {
       throw invalidModelFile(`it is part of a split model (split.count ${reader.splitCount}); merge the parts into one file first`);

@@ -210,6 +210,15 @@ describe('GGUF validator (LMSP 5: a model file is untrusted input)', () => {
     assert.equal((await accepts(small(withValue('llama.context_length', { type: 'u32', value: 2 ** 31 - 1 })))).contextLength, 2 ** 31 - 1);
   });
 
+  test("the architecture's context length is a uint32, the only type llama.cpp loads", async () => {
+    await rejects(small(withValue('llama.context_length', { type: 'u64', value: 16384n })), /llama.context_length must be a uint32, not uint64/);
+    await rejects(small(withValue('llama.context_length', { type: 'i32', value: 16384 })), /llama.context_length must be a uint32, not int32/);
+    await rejects(small(withValue('llama.context_length', { type: 'string', value: '16384' })), /llama.context_length must be a uint32, not string/);
+    await rejects(small(withValue('llama.context_length', { type: 'f32', value: 16384 })), /llama.context_length must be a uint32, not float32/);
+    // Another architecture's key is not read by llama.cpp: any type.
+    await accepts(small(withValue('gpt2.context_length', { type: 'string', value: 'long' })));
+  });
+
   test('a part of a split model is refused', async () => {
     await rejects(small(withValue('split.count', { type: 'u16', value: 3 })), /part of a split model \(split.count 3\)/);
     await accepts(small(withValue('split.count', { type: 'u16', value: 1 })));
