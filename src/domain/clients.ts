@@ -10,6 +10,12 @@ export const DEFAULT_SCOPES: readonly Scope[] = ['responses', 'models:read'];
 /** The longest name a client may have (and so a pairing code, whose name is meant as the client's). */
 export const MAX_CLIENT_NAME_LENGTH = 200;
 
+/**
+ * A client's name (and a code's) holds no control characters (U+0000-U+001F, U+007F-U+009F):
+ * `lmsp clients ls` prints names to the operator's terminal, where they would be escape sequences.
+ */
+export const CLIENT_NAME_PATTERN = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
+
 /** The longest a pairing code may stay valid, however it is made (API, CLI, dashboard): a week. */
 export const MAX_PAIRING_TTL_SECONDS = 7 * 24 * 3600;
 

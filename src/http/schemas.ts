@@ -4,7 +4,7 @@
  * Unknown fields are ignored, as LMSP section 2 asks.
  */
 import { RESTART_POLICIES, TASK_KINDS, TASK_STATUSES } from '../domain/tasks.js';
-import { MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
+import { CLIENT_NAME_PATTERN, MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES } from '../domain/clients.js';
 
 /** OpenAI's seed is a 64-bit integer (Python clients draw them with getrandbits(63)); beyond 2^53 JSON gives the nearest double. */
 export const seedSchema = { type: ['integer', 'null'], minimum: -(2 ** 63), maximum: 2 ** 63 } as const;
@@ -283,7 +283,7 @@ export const registerModelBody = {
  * A client's name, shown to the operator in `lmsp clients ls` and on the dashboard: no control
  * characters (C0, DEL, C1), which would reach the operator's terminal as escape sequences.
  */
-const clientName = { maxLength: MAX_CLIENT_NAME_LENGTH, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f]*$' } as const;
+const clientName = { maxLength: MAX_CLIENT_NAME_LENGTH, pattern: CLIENT_NAME_PATTERN } as const;
 
 export const pairingCodeBody = {
   type: 'object',

@@ -45,12 +45,17 @@ describe('lmsp pair --scopes (LMSP sections 4 and 12)', () => {
       assert.ok(expiresAt - Date.now() / 1000 <= 3, 'expires within seconds');
     }));
 
-  test('--name is refused when /v1/pair would refuse it as client_name: empty or over 200 characters', { timeout: 60_000 }, () =>
+  test('--name is refused when /v1/pair would refuse it as client_name: empty, over 200 characters, or with control characters', { timeout: 60_000 }, () =>
     withDataDir(async (dataDir) => {
       for (const name of ['', 'n'.repeat(201)]) {
         const refused = await runCli(['pair', '--name', name, '--data-dir', dataDir]);
         assert.equal(refused.code, 2, `${name.length} characters: ${refused.stdout}`);
         assert.match(refused.stderr, /--name: a client's name is 1 to 200 characters/);
+      }
+      for (const name of ['a\u001b[31mb', 'tab\there', 'c1\u0085']) {
+        const refused = await runCli(['pair', '--name', name, '--json', '--data-dir', dataDir]);
+        assert.equal(refused.code, 2, `${JSON.stringify(name)}: ${refused.stdout}`);
+        assert.match(refused.stderr, /--name: a client's name holds no control characters/);
       }
       const longest = await runCli(['pair', '--name', 'n'.repeat(200), '--data-dir', dataDir]);
       assert.equal(longest.code, 0, longest.stderr);

@@ -1,7 +1,7 @@
 /** `lmsp pair`: make a pairing code, with the service running or not (LMSP section 4). */
 import type { Command } from 'commander';
 import type { PairingCodeObject } from '../../api/types.js';
-import { DEFAULT_SCOPES, isScope, MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES, type Scope } from '../../domain/clients.js';
+import { CLIENT_NAME_PATTERN, DEFAULT_SCOPES, isScope, MAX_CLIENT_NAME_LENGTH, MAX_PAIRING_TTL_SECONDS, SCOPES, type Scope } from '../../domain/clients.js';
 import { issuePairingCode } from '../../tasks/pairing.js';
 import { parseDuration } from '../../time.js';
 import type { ServiceConfig } from '../../config.js';
@@ -46,6 +46,9 @@ export function registerPair(program: Command): void {
       // here, with the service running or not.
       if (options.name !== undefined && (options.name === '' || [...options.name].length > MAX_CLIENT_NAME_LENGTH)) {
         throw new CliError(`--name: a client's name is 1 to ${MAX_CLIENT_NAME_LENGTH} characters`, EXIT_USAGE);
+      }
+      if (options.name !== undefined && !new RegExp(CLIENT_NAME_PATTERN, 'u').test(options.name)) {
+        throw new CliError("--name: a client's name holds no control characters (U+0000-U+001F, U+007F-U+009F)", EXIT_USAGE);
       }
       const scopes = parseScopes(options.scopes);
       const request = { name: options.name ?? null, ...(scopes ? { scopes } : {}), ttlMs };
