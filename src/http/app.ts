@@ -69,7 +69,9 @@ function validationError(errors: AjvError[], part: string): ServiceError {
 /**
  * What the value must be, said once for every alternative the schema allows there: a field that
  * takes a string or an array (`anyOf` of the two) must be "a string or an array", not only the
- * first alternative Ajv tried.
+ * first alternative Ajv tried. A value of one of the types allowed broke a rule of that type's
+ * alternative (an empty array where one item is needed): that rule alone is said, not the other
+ * types, which the client did not mean.
  */
 function alternativesMessage(error: AjvError, errors: AjvError[]): string {
   const here = errors.filter((candidate) => candidate.instancePath === error.instancePath);
@@ -77,9 +79,9 @@ function alternativesMessage(error: AjvError, errors: AjvError[]): string {
   for (const candidate of here) {
     if (candidate.keyword === 'type') for (const type of String(candidate.params.type).split(',')) types.add(type);
   }
-  const others = here.filter((candidate) => !['type', 'if', 'anyOf', 'oneOf'].includes(candidate.keyword)).map(readableMessage);
-  const parts = [...(types.size > 0 ? [typesMessage([...types])] : []), ...new Set(others)];
-  return parts.length > 0 ? parts.join(', or ') : readableMessage(error);
+  const others = [...new Set(here.filter((candidate) => !['type', 'if', 'anyOf', 'oneOf'].includes(candidate.keyword)).map(readableMessage))];
+  if (others.length > 0) return others.join(', or ');
+  return types.size > 0 ? typesMessage([...types]) : readableMessage(error);
 }
 
 /** A type union said as a person would: `integer,null` -> `must be an integer or null`. */
@@ -91,6 +93,10 @@ function typesMessage(types: string[]): string {
 /** Ajv's message, with a type union and an enum's values said as a person would. */
 function readableMessage(error: AjvError): string {
   if (error.keyword === 'type') return typesMessage(String(error.params.type).split(','));
+  if (error.keyword === 'minItems') {
+    const limit = Number(error.params.limit);
+    return limit === 1 ? 'must not be an empty array' : `must have at least ${limit} items`;
+  }
   if (error.keyword === 'enum' && Array.isArray(error.params.allowedValues)) {
     return `must be one of ${error.params.allowedValues.map((value) => JSON.stringify(value)).join(', ')}`;
   }

@@ -99,7 +99,11 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
     assert.equal(twice.error.message, 'The tool name "f" is used by more than one tool; names must be unique.');
     const chat = await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: [{ role: 'user', content: [] }] } });
     const empty = await expectError(chat, 400, 'invalid_request', 'messages[0].content');
-    assert.equal(empty.error.message, "Invalid value for 'messages[0].content': must be a string or null, or must NOT have fewer than 1 items.");
+    // The array is what the client meant: its rule alone, not the other types the field takes.
+    assert.equal(empty.error.message, "Invalid value for 'messages[0].content': must not be an empty array.");
+    const number = await expectError(await api(service, '/v1/chat/completions', { method: 'POST', json: { model: 'lmsp-tiny', messages: [{ role: 'user', content: 5 }] } }),
+      400, 'invalid_request', 'messages[0].content');
+    assert.equal(number.error.message, "Invalid value for 'messages[0].content': must be a string, null or an array.");
     // Unknown fields are ignored (LMSP section 2).
     const ignored = await api(service, '/v1/responses', { method: 'POST', json: { model: 'nope', input: 'x', frobnicate: true } });
     await expectError(ignored, 404, 'model_not_found', 'model');

@@ -411,7 +411,7 @@ describe('function_call and function_call_output input items (LMSP 6.2)', () => 
     const empty = await create({ input: [] });
     assert.equal(empty.status, 400);
     assert.equal(empty.body.error.param, 'input');
-    assert.match(empty.body.error.message, /fewer than 1 items/);
+    assert.match(empty.body.error.message, /must not be an empty array/);
     for (const [item, param] of cases) {
       const { status, body } = await create({ input: [{ role: 'user', content: 'hi' }, item] });
       assert.equal(status, 400, JSON.stringify(item));
