@@ -122,11 +122,18 @@ class Exchange {
   private pausedByReader = false;
   private serverClosed = false;
   private graceTimer: NodeJS.Timeout | null = null;
+  /**
+   * The final head must come within the idle timeout of the request: interim (1xx) answers are
+   * bytes that keep the idle timeout from firing, and a server that sent them without end would
+   * hold the pull, and its slot, for as long as it liked.
+   */
+  private headTimer: NodeJS.Timeout | null = null;
   private readonly onAbort = () => this.fail(this.signal.reason);
 
   constructor(private readonly url: URL, headers: Record<string, string>, private readonly signal: AbortSignal, private readonly idleTimeoutMs: number, ca: string | Buffer | undefined) {
     this.parser = new ResponseParser({
       onHead: (head) => {
+        if (this.headTimer) clearTimeout(this.headTimer);
         // Nothing more is read until the caller is ready for the body.
         this.hold();
         this.head.resolve(head);
@@ -155,7 +162,13 @@ class Exchange {
     this.socket.on('close', () => this.closedByServer());
     if (signal.aborted) this.onAbort();
     else signal.addEventListener('abort', this.onAbort, { once: true });
-    if (!this.failure) this.socket.write(requestHead(url, headers));
+    if (!this.failure) {
+      this.socket.write(requestHead(url, headers));
+      this.headTimer = setTimeout(() => {
+        this.timedOut = new DownloadError('timeout', `no final answer from ${describeUrl(url)} within ${idleTimeoutMs} ms (interim 1xx answers do not count)`, { resumable: true });
+        this.fail(this.timedOut);
+      }, idleTimeoutMs);
+    }
   }
 
   private received(buffer: Buffer, bytes: number): boolean {
@@ -219,6 +232,7 @@ class Exchange {
 
   private cleanUp(): void {
     if (this.graceTimer) clearTimeout(this.graceTimer);
+    if (this.headTimer) clearTimeout(this.headTimer);
     this.signal.removeEventListener('abort', this.onAbort);
     this.socket.destroy();
   }

@@ -252,6 +252,32 @@ describe('model download failures (LMSP 5.1, 9)', () => {
     assert.equal(partialBytes(modelsDir)?.length, 100_000);
   }, 'pull-idle'));
 
+  test('interim 1xx answers without end do not hold the pull: no final answer within the idle timeout is a timeout (resumable)', () => withDataDir(async (modelsDir) => {
+    const timers: NodeJS.Timeout[] = [];
+    await withRawServer((socket) => {
+      timers.push(setInterval(() => socket.write('HTTP/1.1 102 Processing\r\n\r\n'), 20));
+    }, async (raw) => {
+      try {
+        const started = performance.now();
+        const error = await failure(downloadModel(rawOptions(raw, modelsDir, { idleTimeoutMs: 400 })), 'timeout', 'download_failed', true);
+        assert.match(error.message, /no final answer from .* within 400 ms \(interim 1xx answers do not count\)/);
+        assert.ok(performance.now() - started < 5000, 'ended at its deadline');
+      } finally {
+        for (const timer of timers) clearInterval(timer);
+      }
+    });
+  }, 'pull-endless-interim'));
+
+  test('interim answers before the final head within the idle timeout are skipped: the model is taken', () => withDataDir(async (modelsDir) => {
+    await withRawServer((socket) => {
+      socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n');
+      setTimeout(() => socket.end(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${MODEL.length}\r\n\r\n`), MODEL])), 100);
+    }, async (raw) => {
+      const result = await downloadModel(rawOptions(raw, modelsDir, { idleTimeoutMs: 2000 }));
+      assert.equal(result.digest, sha256Digest(MODEL));
+    });
+  }, 'pull-interim'));
+
   test('a slow disk is not a silent server: the idle timeout runs only while the download waits for the server', () => withDataDir(async (modelsDir) => {
     // 20 MiB fill every write block, so reading stops for each 250 ms write, longer than the timeout.
     const body = Buffer.concat([MODEL.subarray(0, 4), Buffer.alloc(20 << 20, 7)]);
