@@ -4,7 +4,7 @@
  */
 import { existsSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { lstat, readlink, realpath, stat } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { fileStampOf, MODEL_ID_PATTERN, sameFile, type Model } from '../domain/models.js';
 import { EngineError, type LoadConfirmation } from '../engine/engine.js';
@@ -113,7 +113,10 @@ export class ModelRegistry {
     const resolved = options.restrictToModelsDir ? await this.resolveInModelsDir(input.path) : await resolveFile(input.path, input.path);
     const info = await stat(resolved, { bigint: true });
     if (!info.isFile()) throw invalidModelFile('the path does not name a regular file');
-    const id = input.id ?? modelIdFromPath(resolved);
+    // A pull writes, truncates and removes its partial file: a model registered there would lose its file.
+    if (resolved.endsWith('.partial')) throw invalidRequest('path', "the file is a pull's partial download (<id>.gguf.partial), not a model");
+    // The name the client gave, not the one a link leads to.
+    const id = input.id ?? modelIdFromPath(input.path);
     this.assertFree(id);
     const within = await this.realModelsDirs();
     const facts = await readGgufFacts(resolved, { within });
@@ -139,10 +142,15 @@ export class ModelRegistry {
     const outside = () => invalidRequest('path', 'the file must lie inside the models directory (a relative path starts there)');
     const named = resolve(folder, path);
     if (!isInside(folder, named) && !isInside(resolve(this.modelsDir), resolve(this.modelsDir, path))) throw outside();
+    // The kernel reads `..` after the links before it; a check by the text would read it before
+    // them, and could register another file than the one named. A path names a file from the
+    // models directory down.
+    if (path.split(/[\\/]/).includes('..')) throw invalidRequest('path', "the path must not hold '..': name the file from the models directory down");
     const shown = relative(folder, named) || '.';
     let resolved: string;
     try {
-      resolved = await resolveFile(named, shown);
+      // As given (`file.gguf/` is no file), resolved by the kernel.
+      resolved = await resolveFile(isAbsolute(path) ? path : `${folder}${sep}${path}`, path.endsWith('/') ? `${shown}/` : shown);
     } catch (error) {
       // A broken link that points outside says nothing about what is there either.
       if (await leadsOutside(folder, named)) throw outside();

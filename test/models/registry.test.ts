@@ -101,6 +101,39 @@ describe('model registry (LMSP section 5)', () => {
     rmSync(outside, { recursive: true, force: true });
   }));
 
+  test("a path is read as the kernel reads it: no '..', no file behind a trailing slash, no pull's partial file; the id comes from the name given", () => withService({}, async (service) => {
+    const dir = join(service.dataDir, 'models');
+    const outside = makeDataDir('outside');
+    mkdirSync(join(dir, 'h'));
+    mkdirSync(join(dir, 'sub'));
+    copyFileSync(tinyPath(service), join(dir, 'h', 'valid.gguf'));
+    copyFileSync(tinyPath(service), join(dir, 'h', 'valid2.gguf'));
+    copyFileSync(tinyPath(service), join(dir, 'pulled.gguf.partial'));
+    mkdirSync(join(outside, 'dir'));
+    copyFileSync(tinyPath(service), join(outside, 'h.gguf'));
+    // sub/out/.. is the outside folder to the kernel, the models directory to a check by the text.
+    symlinkSync(join(outside, 'dir'), join(dir, 'sub', 'out'));
+    symlinkSync(join(dir, 'h', 'valid.gguf'), join(dir, 'inlink.gguf'));
+    const refused = async (path: string, message: RegExp) => {
+      const response = await register(service, { path });
+      assert.equal(response.status, 400, path);
+      const error = ((await response.json()) as { error: { code: string; param: string; message: string } }).error;
+      assert.deepEqual([error.code, error.param], ['invalid_request', 'path'], path);
+      assert.match(error.message, message, path);
+    };
+    await refused('h/valid.gguf/', /^no file at h\/valid\.gguf\/$/);
+    await refused('h/valid.gguf/../valid2.gguf', /must not hold '\.\.'/);
+    await refused('sub/out/../../h.gguf', /must not hold '\.\.'/);
+    await refused('pulled.gguf.partial', /partial download/);
+    const linked = await register(service, { path: 'inlink.gguf' });
+    assert.equal(linked.status, 201);
+    const model = (await linked.json()) as ModelObject;
+    assert.equal(model.id, 'inlink', 'named as the client named it, not as the file the link leads to');
+    assert.equal(model.path, realpathSync(join(dir, 'h', 'valid.gguf')));
+    assert.deepEqual((await service.client.listModels()).map((listed) => listed.id).sort(), ['inlink', 'lmsp-tiny']);
+    rmSync(outside, { recursive: true, force: true });
+  }));
+
   test('lmsp models add registers a file anywhere for the operator, with the service running', () => withService({}, async (service) => {
     const outside = makeDataDir('cli-model');
     copyFileSync(tinyPath(service), join(outside, 'My-Model.Q8.gguf'));

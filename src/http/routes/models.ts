@@ -1,5 +1,4 @@
 /** The model registry over HTTP (LMSP section 5). */
-import { isAbsolute, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { hasScope } from '../../domain/clients.js';
 import { getModel, listModels, registerModel, removeModel, verifyModel } from '../../tasks/models.js';
@@ -23,8 +22,8 @@ export function registerModelRoutes(app: FastifyInstance, context: AppContext): 
 
   app.post('/v1/models', { config: { access: 'models:write', answers: { 201: 'The model, registered' } }, schema: { body: registerModelBody } }, async (request, reply) => {
     const body = request.body as { path: string; id?: string | null };
-    const path = isAbsolute(body.path) ? body.path : resolve(core.registry.modelsDir, body.path);
-    const outcome = await registerModel(core, { path, id: body.id ?? undefined }, { restrictToModelsDir: true }, clientKeyOf(request, context),
+    // A relative path starts at the models directory; the registry reads it as given, as the kernel does.
+    const outcome = await registerModel(core, { path: body.path, id: body.id ?? undefined }, { restrictToModelsDir: true }, clientKeyOf(request, context),
       clientOf(request).id);
     if ('replay' in outcome) return sendStoredAnswer(reply, outcome.replay);
     return reply.code(201).send(outcome.model);
