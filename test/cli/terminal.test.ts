@@ -9,12 +9,13 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { makeDataDir } from '../helpers/data-dir.js';
+import { startModelServer, tinyModelBytes } from '../helpers/model-server.js';
 import { childPids, LMSP_BIN, processAlive, waitFor, withService } from '../helpers/service.js';
 
 /** Runs the CLI with a pseudo-terminal for its standard streams; `keys` are typed after `typeAfterMs`. */
-function onTerminal(args: string[], keys = '', typeAfterMs = 0): Promise<{ code: number | null; output: string }> {
+function onTerminal(args: string[], keys = '', typeAfterMs = 0, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
   const command = [process.execPath, LMSP_BIN, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(' ');
-  const child = spawn('script', ['-qec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -27,6 +28,34 @@ function onTerminal(args: string[], keys = '', typeAfterMs = 0): Promise<{ code:
 }
 
 describe('the CLI on a terminal (LMSP 12)', () => {
+  test('lmsp models pull ends its progress bar at 100% when the pull completes, with the service running or not', { timeout: 120_000 }, async () => {
+    const server = await startModelServer();
+    try {
+      const bytes = tinyModelBytes();
+      const check = (output: string) => {
+        const percents = [...output.matchAll(/(\d+)% \|/g)].map((match) => Number(match[1]));
+        assert.ok(percents.length > 0, JSON.stringify(output));
+        assert.equal(percents.at(-1), 100, `the last figure drawn: ${JSON.stringify(output.slice(-400))}`);
+      };
+      await withService({ env: { LMSP_HF_ENDPOINT: server.url } }, async (service) => {
+        const url = server.serve('/bar/online.gguf', bytes);
+        // Over about 2.5 s: progress events come once a second, so the last one is short of the end.
+        server.behave('/bar/online.gguf', { bytesPerSecond: Math.ceil(bytes.length / 2.5) });
+        const pulled = await onTerminal(['models', 'pull', url, '--id', 'bar-online', '--data-dir', service.dataDir]);
+        assert.equal(pulled.code, 0, pulled.output);
+        check(pulled.output);
+      });
+      const dataDir = makeDataDir('bar-offline');
+      const url = server.serve('/bar/offline.gguf', bytes);
+      server.behave('/bar/offline.gguf', { bytesPerSecond: Math.ceil(bytes.length / 2.5) });
+      const pulled = await onTerminal(['models', 'pull', url, '--id', 'bar-offline', '--data-dir', dataDir], '', 0, { LMSP_HF_ENDPOINT: server.url });
+      assert.equal(pulled.code, 0, pulled.output);
+      check(pulled.output);
+    } finally {
+      await server.close();
+    }
+  });
+
   test('lmsp run erases its loading status before the text comes, so the two never mix on the line', { timeout: 90_000 }, () =>
     withService({}, async (service) => {
       const run = await onTerminal(['run', 'lmsp-tiny', 'hi', '--max-tokens', '4', '--seed', '1', '--data-dir', service.dataDir]);

@@ -70,6 +70,12 @@ class PullBar {
     this.bar.update(downloaded, payload);
   }
 
+  /** The whole file is there: the bar shows all of it, whatever the last progress event said (at most one a second). */
+  complete(sizeBytes: number): void {
+    if (this.bar) this.update(sizeBytes, sizeBytes);
+    this.stop();
+  }
+
   stop(): void {
     this.bar?.stop();
     this.bar = null;
@@ -131,6 +137,7 @@ async function pullThroughService(client: LmspClient, source: string, options: P
         if (event.type === 'model.pull.progress' || event.type === 'model.pull.resumed') {
           bar.update(event.downloaded_bytes as number, (event.total_bytes as number | null) ?? null);
         }
+        if (event.type === 'model.pull.completed') bar.complete((event.model as ModelObject).size_bytes);
         if (event.type === 'model.pull.completed' || event.type === 'model.pull.failed' || event.type === 'model.pull.cancelled') terminal = event;
       },
       onReconnect: (reason) => {
@@ -169,9 +176,10 @@ async function pullOffline(source: string, options: PullOptions, bar: PullBar): 
         signal: abort.signal,
         onProgress: ({ downloadedBytes, totalBytes }) => bar.update(downloadedBytes, totalBytes),
       });
-      bar.stop();
       if (!finished) throw new CliError(`the pull ${taskId} is gone`, 1);
       const model = offline.registry.get(finished.model);
+      if (finished.status === 'completed' && model) bar.complete(model.sizeBytes);
+      else bar.stop();
       return outcomeOf(toTaskObject(finished), finished.status === 'completed' && model ? toModelObject(model, false, true) : null, interrupted());
     } finally {
       stop();
