@@ -108,6 +108,7 @@ export function jsonDepthExceeds(text: string, max = MAX_JSON_DEPTH): boolean {
 /** A `\uD800`-`\uDFFF` escape in JSON text: only then can a parsed value hold a lone surrogate. */
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
 const LONE_SURROGATE = /\p{Cs}/u;
+const LONE_SURROGATES = /\p{Cs}/gu;
 
 /**
  * Where a parsed JSON body holds a lone surrogate (`"\ud800"` escaped without its pair), as a
@@ -128,8 +129,11 @@ export function loneSurrogatePath(text: string, value: unknown): string | null {
     }
     if (node === null || typeof node !== 'object') return null;
     for (const [key, child] of Object.entries(node)) {
-      const at = path === '' ? key : `${path}.${key}`;
-      if (LONE_SURROGATE.test(key)) return at;
+      // A key at fault is named with its surrogate written as the escape it came as: the answer's
+      // `param` must not hold the very character that was refused.
+      const shown = key.replace(LONE_SURROGATES, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
+      const at = path === '' ? shown : `${path}.${shown}`;
+      if (shown !== key) return at;
       const found = walk(child, at);
       if (found !== null) return found;
     }

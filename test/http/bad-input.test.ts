@@ -151,7 +151,7 @@ describe('bad input gets the documented error, never a 5xx, and writes nothing (
       const cases: Array<[string, string, string]> = [
         ['/v1/responses', '{"model": "lmsp-tiny", "instructions": "\\udc00", "input": "hi", "max_output_tokens": 1}', 'instructions'],
         ['/v1/responses', '{"model": "lmsp-tiny", "input": [{"role": "user", "content": "a\\uD800b"}], "max_output_tokens": 1}', 'input[0].content'],
-        ['/v1/responses', '{"model": "lmsp-tiny", "input": "hi", "metadata": {"k\\ud83d": "v"}}', 'metadata.k\ud83d'],
+        ['/v1/responses', '{"model": "lmsp-tiny", "input": "hi", "metadata": {"k\\ud83d": "v"}}', 'metadata.k\\ud83d'],
         ['/v1/chat/completions', '{"model": "lmsp-tiny", "messages": [{"role": "user", "content": "\\ude00 x"}], "max_tokens": 1}', 'messages[0].content'],
         ['/v1/embeddings', '{"model": "lmsp-tiny", "input": ["ok", "\\ud800"]}', 'input[1]'],
       ];
