@@ -7,7 +7,7 @@ import type { ServiceObject } from '../api/types.js';
 import { readOperatorToken } from '../auth/clients.js';
 import { loadPairingKey } from '../auth/pairing-key.js';
 import { ConfigError, resolveConfig, resolveDataDir, STORED_CONFIG_PREFIX, type OptionDefinition, type ServiceConfig } from '../config.js';
-import { ServiceError } from '../domain/errors.js';
+import { isStorageUnavailable, ServiceError } from '../domain/errors.js';
 import { ModelRegistry } from '../models/registry.js';
 import { SERVICE_FILE, type ServiceInfo } from '../service.js';
 import { assertPrivateDataDir, DatabaseOpenError, EXIT_DATABASE_TOO_NEW, EXIT_DATABASE_UNAVAILABLE, sqliteErrorOf, Store } from '../store/index.js';
@@ -261,7 +261,7 @@ export function describeFailure(error: unknown): DescribedFailure | null {
   if (error instanceof CliError) return described({ code: error.code, message: error.message }, error.message, error.exitCode);
   if (error instanceof DatabaseOpenError) return described({ code: databaseErrorCode(error.exitCode), message: error.message }, error.message, error.exitCode);
   if (error instanceof ConfigError) return described({ code: 'invalid_usage', message: error.message }, error.message, EXIT_USAGE);
-  if (error instanceof ServiceError && error.code === 'storage_unavailable') {
+  if (isStorageUnavailable(error)) {
     // The command's own write to the database failed (not an answer of the service): no HTTP
     // status to report, but the database's exit code and what SQLite said.
     const message = `cannot write the database: ${(sqliteErrorOf(error) as Error).message} (a full disk, a read-only file or file system, or another program holding it locked)`;

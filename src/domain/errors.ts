@@ -215,3 +215,8 @@ export function templateRefusalError(code: TaskErrorCode, message: string, param
 export function invalidRequest(param: string | null, message: string): ServiceError {
   return new ServiceError('invalid_request', message, { param });
 }
+
+/** The database refused a write (LMSP 9: 503 `storage_unavailable`, the request did nothing). */
+export function isStorageUnavailable(error: unknown): error is ServiceError {
+  return error instanceof ServiceError && error.code === 'storage_unavailable';
+}

@@ -14,7 +14,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statfsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError } from '../domain/errors.js';
+import { isStorageUnavailable, ServiceError } from '../domain/errors.js';
 import { packagePath } from '../paths.js';
 import { packedFromFixedWidth } from './token-codec.js';
 
@@ -56,7 +56,7 @@ export function unusableDataDir(dataDir: string, error: unknown): DatabaseOpenEr
  * (`storage_unavailable`), with SQLite's error as its cause.
  */
 export function sqliteErrorOf(error: unknown): unknown {
-  return error instanceof ServiceError && error.code === 'storage_unavailable' && error.cause !== undefined ? error.cause : error;
+  return isStorageUnavailable(error) && error.cause !== undefined ? error.cause : error;
 }
 
 /** Free bytes below which a write error in a folder is taken for a full disk. */

@@ -5,7 +5,7 @@
  * longest for a slot first, its oldest pull first, fair-queue.ts). A cancel accepted by the store reaches the
  * worker through the event bus and stops the download within a second.
  */
-import { ServiceError } from '../domain/errors.js';
+import { isStorageUnavailable } from '../domain/errors.js';
 import { MAX_CONCURRENT_PULLS } from '../domain/pulls.js';
 import type { Task } from '../domain/tasks.js';
 import type { PullSettings } from '../models/pull-source.js';
@@ -80,7 +80,7 @@ export class PullWorkers {
     try {
       await runPull(this.core, taskId, { settings: this.settings, signal, log: pullLog });
     } catch (error) {
-      if (!isStorageError(error) && !(error instanceof ServiceError && error.code === 'storage_unavailable')) {
+      if (!isStorageError(error) && !isStorageUnavailable(error)) {
         // Not the database: a fault of this pull's own, which a pause would not mend. It ends
         // the pull, unless the database refuses that too.
         log.error('pull failed unexpectedly', { task: taskId, error: String(error) });

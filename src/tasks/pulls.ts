@@ -7,7 +7,7 @@ import { lstatSync } from 'node:fs';
 import { lstat, realpath, rm, stat } from 'node:fs/promises';
 import { toTaskObject } from '../api/views.js';
 import type { Client } from '../domain/clients.js';
-import { ServiceError, invalidRequest } from '../domain/errors.js';
+import { ServiceError, invalidRequest, isStorageUnavailable } from '../domain/errors.js';
 import { fileStampOf, MODEL_ID_PATTERN, type GgufFacts, type Model } from '../domain/models.js';
 import type { ModelPull } from '../domain/pulls.js';
 import { RESTART_POLICIES, type RestartPolicy, type Task } from '../domain/tasks.js';
@@ -313,7 +313,7 @@ async function settlePullFailure(deps: PullDeps, taskId: string, partial: string
     return store.db.write((context) => machine.finishCancel(context, taskId));
   }
   if (signal.aborted && signal.reason !== PULL_CANCELLED) return current; // the service stops: resumed at the next start
-  if (error instanceof ServiceError && error.code === 'storage_unavailable') throw error;
+  if (isStorageUnavailable(error)) throw error;
   const code = error instanceof DownloadError ? error.code : 'download_failed';
   const message = withoutPaths(error instanceof Error ? error.message : String(error));
   log('warn', 'pull failed', { task: taskId, code, error: error instanceof Error ? error.message : String(error) });

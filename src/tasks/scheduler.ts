@@ -8,7 +8,7 @@
  * running and a requeued one queued, and the next free slot takes it up again, on a fresh
  * runner process, the way it takes up tasks resumed or left queued at startup.
  */
-import { ServiceError } from '../domain/errors.js';
+import { isStorageUnavailable } from '../domain/errors.js';
 import { EngineError, EngineExited, GenerationCancelled, type Engine, type EngineLease, type ModelRef, type OutputUnit } from '../engine/engine.js';
 import type { GeneratedToolCall } from '../engine/types.js';
 import type { Store } from '../store/index.js';
@@ -259,7 +259,7 @@ export class Scheduler {
   /** Records how the task's run ended; for a run its runner's death ended, what its policy did. */
   private async recordFailure(task: Task, error: unknown, storageFailure: unknown): Promise<RecoveryOutcome | null> {
     const { machine } = this;
-    const storageError = storageFailure ?? (error instanceof ServiceError && error.code === 'storage_unavailable' ? error : null);
+    const storageError = storageFailure ?? (isStorageUnavailable(error) ? error : null);
     if (storageError || this.stopped) {
       // Nothing more can be recorded now: the task stays as it is on disk (a running task is
       // picked up again and resumes from what was committed), after a pause, so that a full or

@@ -1,5 +1,5 @@
 /** Waiting on a task, and what a client that leaves does to it (LMSP section 6). */
-import { ServiceError } from '../domain/errors.js';
+import { isStorageUnavailable, ServiceError } from '../domain/errors.js';
 import { isFinal, type Task } from '../domain/tasks.js';
 import type { TaskCore } from './core.js';
 
@@ -32,7 +32,7 @@ export async function writeWhenStored<T>(core: Pick<TaskCore, 'store' | 'stoppin
     try {
       return await core.store.db.write(work) as T;
     } catch (error) {
-      if (!(error instanceof ServiceError && error.code === 'storage_unavailable') || core.stopping) throw error;
+      if (!isStorageUnavailable(error) || core.stopping) throw error;
     }
     await new Promise((resolve) => setTimeout(resolve, wait));
     if (core.stopping) return undefined;
