@@ -106,9 +106,9 @@ describe('a stop under load', () => {
     }));
 
   test('a plain create that reaches a stopping service is refused before anything is written, not committed and cut off', { timeout: 60_000 }, () =>
-    // An embedding whose model takes 2 s to load keeps the connection busy through the stop; the
+    // An embedding whose model takes 4 s to load keeps the connection busy through the stop; the
     // create comes behind it on the same connection once the stop has begun.
-    withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '2000', LMSP_LOG_LEVEL: 'info' } }, async (service) => {
+    withService({ env: { LMSP_DEBUG_LOAD_DELAY_MS: '4000', LMSP_LOG_LEVEL: 'info' } }, async (service) => {
       await warmRunner(service);
       const { port } = new URL(service.url);
       const socket = connect(Number(port), '127.0.0.1');
@@ -122,9 +122,10 @@ describe('a stop under load', () => {
           + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
       };
       socket.write(post('/v1/embeddings', { model: 'copy', input: 'first' }));
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Time for the embedding to be read and its load to begin, on a busy machine too.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
       const stopped = service.stop();
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await waitFor(() => /"msg":"stopping: /.test(service.output()), { timeoutMs: 10_000, what: 'the stop to begin' });
       socket.write(post('/v1/responses', { model: 'lmsp-tiny', input: 'behind', max_output_tokens: 3 }));
       await Promise.all([closed, stopped]);
       // The embedding is answered, and its connection closed after it: the create behind it gets
