@@ -33,10 +33,35 @@ function llama(): Promise<Llama> {
     gpu: settings.gpu === 'cpu' ? false : settings.gpu,
     logLevel: LlamaLogLevel.warn,
     logger: (level, message) => {
-      if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) process.stderr.write(`[llama.cpp] ${message}\n`);
+      if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) {
+        process.stderr.write(`[llama.cpp] ${message}\n`);
+        loadErrors?.push(message.trim());
+      }
     },
   });
   return llamaPromise;
+}
+
+/**
+ * llama.cpp's error lines while a model loads. node-llama-cpp's own error says only "Failed to
+ * load model"; these say why (a key of the wrong type, an unknown architecture), for the task's
+ * error and not only the log.
+ */
+let loadErrors: string[] | null = null;
+
+async function explained(work: () => Promise<LlamaModel>): Promise<LlamaModel> {
+  loadErrors = [];
+  try {
+    return await work();
+  } catch (error) {
+    // Its log lines come through a queue of their own: those of the failure are in by the next turn.
+    await new Promise((resolve) => setImmediate(resolve));
+    const reasons = [...new Set(loadErrors)].filter((line) => line !== '').slice(-3).map((line) => (line.length > 300 ? `${line.slice(0, 300)}...` : line));
+    if (reasons.length === 0) throw error;
+    throw new Error(`${(error as Error).message} (llama.cpp: ${reasons.join('; ')})`);
+  } finally {
+    loadErrors = null;
+  }
 }
 
 interface LoadedModel {
@@ -71,7 +96,8 @@ async function loadNow(model: RunnerModel): Promise<LlamaModel> {
     await loaded.model.dispose();
     loaded = null;
   }
-  const instance = await (await llama()).loadModel({ modelPath: model.path });
+  const engine = await llama();
+  const instance = await explained(() => engine.loadModel({ modelPath: model.path }));
   loaded = { key, model: instance };
   return instance;
 }
@@ -82,7 +108,8 @@ async function tokenizerFor(model: RunnerModel): Promise<LlamaModel> {
   if (loaded?.key === key) return loaded.model;
   let vocabulary = vocabularies.get(key);
   if (!vocabulary) {
-    vocabulary = await (await llama()).loadModel({ modelPath: model.path, vocabOnly: true });
+    const engine = await llama();
+    vocabulary = await explained(() => engine.loadModel({ modelPath: model.path, vocabOnly: true }));
     vocabularies.set(key, vocabulary);
     while (vocabularies.size > 2) {
       const [oldestKey, oldest] = vocabularies.entries().next().value as [string, LlamaModel];

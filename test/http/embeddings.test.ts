@@ -222,6 +222,8 @@ describe('Embeddings API (LMSP section 14)', () => {
         const refusedText = await refused.text();
         assert.equal(refused.status, 422, `${path}: ${refusedText}`);
         assert.deepEqual([(JSON.parse(refusedText) as ErrorBody).error.code, (JSON.parse(refusedText) as ErrorBody).error.param], ['model_load_failed', 'model']);
+        // Why, in llama.cpp's words, not only node-llama-cpp's "Failed to load model".
+        assert.match((JSON.parse(refusedText) as ErrorBody).error.message, /\(llama\.cpp: .*output_norm\.weight/, refusedText);
         assert.equal(refused.headers.get('x-should-retry'), 'false');
       }
     }));
