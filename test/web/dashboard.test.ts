@@ -325,6 +325,8 @@ describe('the dashboard in Chromium (LMSP 15)', { skip: NO_BROWSER ?? false }, (
         await page.getByLabel('Model id').fill('pulled-tiny');
         await page.getByRole('button', { name: 'Pull' }).click();
         await page.getByText(/^Pull started as task /).waitFor();
+        assert.deepEqual([await page.getByLabel('Source').inputValue(), await page.getByLabel('Model id').inputValue()], ['', ''],
+          'the form is emptied: a second press does not send the same pull again');
         await page.locator('.pull-progress progress').first().waitFor({ timeout: 30_000 });
         await screenshot(page, 'model-pull-progress');
         await assertAccessible(page, 'models (pulling)');

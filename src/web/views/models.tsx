@@ -78,6 +78,10 @@ function PullForm({ available, onPulled }: { available: boolean; onPulled: () =>
         source: source.trim(), ...(id.trim() ? { id: id.trim() } : {}), ...(digest.trim() ? { digest: digest.trim() } : {}),
       });
       setMessage({ kind: 'success', text: `Pull started as task ${task.id}.` });
+      // Emptied, so that a second press does not send the same pull again (409 model_exists).
+      setSource('');
+      setId('');
+      setDigest('');
       announce('Pull started.');
       onPulled();
     } catch (failure) {
