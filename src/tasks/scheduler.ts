@@ -142,10 +142,14 @@ export class Scheduler {
     this.queue = new FairQueue(this.store.tasks);
     this.engine.onCapacity(() => this.pump());
     // A cancel accepted anywhere (HTTP, a disconnecting client) reaches the worker here.
-    this.core.bus.onAnyTask((task) => {
+    this.core.bus.onAnyTask((task, previous) => {
       if (task.status === 'cancelling') this.claims.get(task.id)?.abort.abort();
       else if (task.status === 'queued') {
         this.queue?.noteQueued(task.clientId);
+        this.pump();
+      } else if (previous === 'queued') {
+        // A queued task cancelled may have held the turn (its model could not load yet), and the
+        // free slot it kept waiting goes to the next task now.
         this.pump();
       }
     });
