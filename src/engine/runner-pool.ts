@@ -92,7 +92,8 @@ export class RunnerPool implements Engine {
   /** The count in progress on the tokenizer, which the next one waits for. */
   private countQueue: Promise<unknown> = Promise.resolve();
   private readonly capacityListeners = new Set<() => void>();
-  private readonly embedWaiters: Array<() => void> = [];
+  /** Embeddings waiting for a slot (or for their model to be let in): generations wait behind them. */
+  private readonly embedWaiters = new Set<() => void>();
   /** Embeddings woken for a freed slot have not taken it yet: generations wait a turn. */
   private embedsWaking = false;
   /** The load each runner is doing now, for the leases that find it under way. */
@@ -111,7 +112,8 @@ export class RunnerPool implements Engine {
     // scheduler is told after that, or it would hand the slot to the next queued task first.
     // Until then a generation asking for a slot (the scheduler refilling the one just freed) is
     // told there is none.
-    const waiters = this.embedWaiters.splice(0);
+    const waiters = [...this.embedWaiters];
+    this.embedWaiters.clear();
     for (const waiter of waiters) waiter();
     if (waiters.length === 0) return this.notifyCapacity();
     this.embedsWaking = true;
@@ -144,7 +146,10 @@ export class RunnerPool implements Engine {
   }
 
   acquire(model: ModelRef): EngineLease | null {
-    if (this.embedsWaking) return null;
+    // Embeddings go ahead of queued tasks (LMSP 14): while one waits, a slot freed or a model let go
+    // is kept for it. Generations that took them would keep a model it needs loaded from ever
+    // loading, where `max_loaded_models` is reached and the loaded one never idles.
+    if (this.embedsWaking || this.embedWaiters.size > 0) return null;
     const runner = this.pickRunner(model);
     return runner ? this.lease(runner, model) : null;
   }
@@ -276,6 +281,8 @@ export class RunnerPool implements Engine {
       try {
         await done;
         this.options.onModelLoad?.(model.id, 'loaded');
+        // Embeddings waiting for a runner that holds this model have one now, beside its generation.
+        if (this.embedWaiters.size > 0) this.capacityChanged();
         return;
       } catch (error) {
         // A cancel that came once the runner had read the model leaves it loaded, for the next
@@ -461,9 +468,11 @@ export class RunnerPool implements Engine {
       await new Promise<void>((resolve) => {
         const done = () => {
           signal?.removeEventListener('abort', done);
+          // A client that left waits no more, and holds up no generation either.
+          if (this.embedWaiters.delete(done) && this.embedWaiters.size === 0) this.notifyCapacity();
           resolve();
         };
-        this.embedWaiters.push(done);
+        this.embedWaiters.add(done);
         signal?.addEventListener('abort', done, { once: true });
       });
     }

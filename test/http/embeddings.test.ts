@@ -190,6 +190,31 @@ describe('Embeddings API (LMSP section 14)', () => {
       assert.equal(last.started_at, null, `the last queued generation is still waiting (${last.status})`);
     }));
 
+  test('with two slots and one model loaded at a time, an embedding of another model is not starved by generations that keep the loaded one busy', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' }, args: ['--parallel', '2', '--parallel-mode', 'processes', '--max-loaded-models', '1'] }, async (service) => {
+      copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', 'other.gguf'));
+      assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: 'other.gguf', id: 'other' } })).status, 201);
+      // Each freed slot would go to the next lmsp-tiny task, so lmsp-tiny would never idle, and
+      // `other` could not load until the whole queue had run.
+      const tasks: string[] = [];
+      for (let i = 0; i < 8; i++) tasks.push((await service.client.createResponse({ model: 'lmsp-tiny', input: `g${i}`, max_output_tokens: 60, background: true })).body.task.id);
+      await waitFor(async () => (await service.client.getTask(tasks[1]!)).status === 'running' || undefined);
+      const answer = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'other', input: 'hello' } });
+      assert.equal(answer.status, 200);
+      const last = await service.client.getTask(tasks[7]!);
+      assert.equal(last.started_at, null, `the last queued generation is still waiting (${last.status})`);
+    }));
+
+  test('an embedding of a model a generation is loading runs once the load ends, beside the generation, not after it', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20', LMSP_DEBUG_LOAD_DELAY_MS: '1000' }, args: ['--parallel', '1', '--parallel-mode', 'processes'] }, async (service) => {
+      const task = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'g', max_output_tokens: 400, background: true })).body.task.id;
+      await waitFor(async () => (await service.client.getTask(task)).status === 'loading' || undefined);
+      const answer = await api(service, '/v1/embeddings', { method: 'POST', json: { model: 'lmsp-tiny', input: 'hello' } });
+      assert.equal(answer.status, 200);
+      assert.equal((await service.client.getTask(task)).status, 'running', 'answered while the generation runs (400 tokens, 8 s)');
+      await api(service, `/v1/tasks/${task}/cancel`, { method: 'POST' });
+    }));
+
   test('a model whose file changed is a 409 model_digest_mismatch naming model, with x-should-retry: false (the file is at fault: no 5xx, no retry)', { timeout: 60_000 }, () =>
     withService({}, async (service) => {
       const path = join(service.dataDir, 'models', 'changed.gguf');
