@@ -11,10 +11,14 @@ const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
 /** A duration in milliseconds; `Infinity` stands for `forever`. */
 export type DurationMs = number;
 
-/** Parses `500ms`, `30s`, `10m`, `12h`, `7d` (and `forever` when allowed). Returns null when malformed. */
+/**
+ * Parses `500ms`, `30s`, `10m`, `12h`, `7d`, a bare `0` (no time, in any unit: `--keep-alive 0`
+ * as Ollama's `keep_alive: 0`), and `forever` when allowed. Returns null when malformed.
+ */
 export function parseDuration(text: string, options: { allowForever?: boolean } = {}): DurationMs | null {
   const trimmed = text.trim();
   if (options.allowForever && trimmed === 'forever') return Infinity;
+  if (trimmed === '0') return 0;
   const match = DURATION_PATTERN.exec(trimmed);
   if (!match) return null;
   return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);

@@ -24,6 +24,9 @@ describe('configuration precedence: flag > LMSP_* > stored > default (LMSP secti
     assert.equal(resolveConfig({ ...base, env: {}, stored: { keepAliveMs: '30d' } }).keepAliveMs, 30 * 24 * 3600 * 1000);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: 'forever' } }).keepAliveMs, Infinity);
     assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '0s' } }).keepAliveMs, 0);
+    // A bare 0 is no time in any unit, as `--keep-alive 0` is usually written (Ollama's keep_alive: 0).
+    assert.equal(resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '0' } }).keepAliveMs, 0);
+    assert.throws(() => resolveConfig({ ...base, env: {}, flags: { keepAliveMs: '5' } }), /expected a duration/);
     // What a timer can hold: a longer delay would fire after 1 ms (a keep-alive of 30d unloaded the model at once).
     assert.equal(timerDelay(30 * 24 * 3600 * 1000), 2 ** 31 - 1);
     assert.equal(timerDelay(5 * 60_000), 5 * 60_000);
