@@ -13,8 +13,30 @@ import type { TaskEventBus } from './event-bus.js';
  */
 const PAGE = 200;
 
+/**
+ * The replays waiting for their next page. They take turns, one page a turn of the event loop,
+ * so that other requests are read between any two pages whatever the number of replays: each
+ * waiting on an immediate of its own, every replay would send a page in the same turn, and 500
+ * replays at once held the thread for seconds between two reads of the sockets.
+ */
+const waitingForTurn: Array<() => void> = [];
+let turnsScheduled = false;
+
+function nextTurn(): void {
+  waitingForTurn.shift()?.();
+  if (waitingForTurn.length > 0) setImmediate(nextTurn);
+  else turnsScheduled = false;
+}
+
+/** Resolves when it is this replay's turn for its next page. */
 function yieldToOthers(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+  return new Promise((resolve) => {
+    waitingForTurn.push(resolve);
+    if (!turnsScheduled) {
+      turnsScheduled = true;
+      setImmediate(nextTurn);
+    }
+  });
 }
 
 export type FollowEnd = 'terminal' | 'aborted' | 'gone';
