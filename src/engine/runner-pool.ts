@@ -162,14 +162,17 @@ export class RunnerPool implements Engine {
     const joinable = this.runners.find((runner) => runner.busy && !runner.full && !runner.retiring && sameModel(runner.assigned, model));
     if (joinable) return joinable;
     const idle = this.runners.filter((runner) => !runner.busy);
-    const ready = idle.find((runner) => !runner.retiring && sameModel(runner.model, model));
+    const ready = idle.find((runner) => !runner.retiring && !runner.evicting && sameModel(runner.model, model));
     if (ready) return ready;
-    // A runner computing embeddings keeps its model: it is neither unloaded nor given another.
-    const free = idle.filter((runner) => runner.embeds === 0);
+    // A runner computing embeddings keeps its model: it is neither unloaded nor given another;
+    // nor is one whose model makes room for a load about to happen.
+    const free = idle.filter((runner) => runner.embeds === 0 && !runner.evicting);
 
     // A runner leased for a model holds it from the lease on, while it still loads it too: a
-    // load underway counts against max_loaded_models, or two loads at once would both pass.
-    const held = (runner: RunnerProcess): ModelRef | null => (runner.busy && runner.assigned ? runner.assigned : runner.model);
+    // load underway counts against max_loaded_models, or two loads at once would both pass. A
+    // model making room for it counts no more.
+    const held = (runner: RunnerProcess): ModelRef | null =>
+      (runner.busy && runner.assigned ? runner.assigned : runner.evicting ? null : runner.model);
     const inUse = this.runners.filter((runner) => (runner.busy || runner.embeds > 0) && held(runner)).map((runner) => held(runner)!);
     const loadedKeys = new Set(this.runners.map(held).filter((ref) => ref !== null).map((ref) => `${ref.digest}:${ref.path}`));
     const key = `${model.digest}:${model.path}`;
@@ -180,7 +183,12 @@ export class RunnerPool implements Engine {
         .sort((a, b) => a.lastUsedAt - b.lastUsedAt);
       const victim = evictable[0];
       if (!victim) return null;
-      for (const runner of free.filter((r) => r.model && sameModel(r.model, victim.model!))) this.unload(runner);
+      // Let go when the lease loads, not now: a task that fails its checks first (its file gone
+      // or changed, LMSP 5) must not push another model out of memory for nothing.
+      const victims = free.filter((r) => r.model && sameModel(r.model, victim.model!));
+      for (const runner of victims) runner.evicting = true;
+      victim.evicts = victims;
+      return victim;
     }
     // An empty runner, else a new one while slots (or models that may stay loaded, each in a
     // runner of its own) remain, else the least recently used idle one.
@@ -215,6 +223,7 @@ export class RunnerPool implements Engine {
     runner.keepAliveTimer = null;
     runner.model = null;
     runner.retiring = false;
+    runner.evicting = false;
     runner.kill();
   }
 
@@ -241,6 +250,12 @@ export class RunnerPool implements Engine {
 
   /** No generation runs on it any more: its model is let go now if it is retiring, else after its keep-alive. */
   private becameIdle(runner: RunnerProcess): void {
+    // Leased for a model it never loaded (the task failed its checks, or was cancelled first):
+    // the models that were to make room for it stay.
+    if (runner.evicts) {
+      for (const victim of runner.evicts) victim.evicting = false;
+      runner.evicts = null;
+    }
     if (!runner.retiring) return this.scheduleKeepAlive(runner);
     if (runner.embeds === 0) this.unload(runner);
   }
@@ -303,6 +318,9 @@ export class RunnerPool implements Engine {
     const started = performance.now();
     const loading = !sameModel(runner.model, model) || !runner.alive;
     if (loading) {
+      // The models making room for this one go now (this runner's own among them).
+      for (const victim of runner.evicts ?? []) if (victim === runner || (!victim.busy && victim.embeds === 0)) this.unload(victim);
+      runner.evicts = null;
       runner.model = null;
       await new Promise<void>((resolve, reject) => {
         /** Cancelled, while the runner goes on loading for other generations: its answer is counted then. */
@@ -452,7 +470,7 @@ export class RunnerPool implements Engine {
     for (;;) {
       if (this.closed) throw new EngineError('engine_error', 'the engine is closed');
       if (signal?.aborted) throw new GenerationCancelled('cancelled');
-      const holders = this.runners.filter((runner) => sameModel(runner.model, model) && runner.alive && !runner.retiring);
+      const holders = this.runners.filter((runner) => sameModel(runner.model, model) && runner.alive && !runner.retiring && !runner.evicting);
       const holder = holders.find((runner) => !runner.busy) ?? holders[0];
       if (holder) return this.embedOn(holder, model, request, signal);
       const runner = this.pickRunner(model);

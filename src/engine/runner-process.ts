@@ -57,6 +57,10 @@ export class RunnerProcess {
   keepAliveTimer: NodeJS.Timeout | null = null;
   /** Its model is to be let go (its file no longer matches its digest): unloaded once idle, given no new work. */
   retiring = false;
+  /** Its model makes room for another that a lease is about to load: given no new work meanwhile. */
+  evicting = false;
+  /** The runners (this one among them) whose model makes room for the one leased here, let go when it loads. */
+  evicts: RunnerProcess[] | null = null;
 
   constructor(private readonly settings: RunnerSettings, private readonly log: RunnerLog | undefined,
     private readonly pin: { taskset: string; cpus: string } | null = null, readonly capacity = 1) {}

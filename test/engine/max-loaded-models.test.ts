@@ -55,3 +55,31 @@ describe('max_loaded_models above the slots (LMSP 5)', () => {
       assert.deepEqual([...engine.loadedModelIds()].sort(), ['lmsp-tiny', 'third'], 'other, the least recently used, made room');
     }));
 });
+
+describe('a model makes room only for a load that happens (LMSP 5)', () => {
+  for (const parallelMode of ['processes', 'sequences'] as const) {
+    test(`${parallelMode}: a lease for another model that is released before it loads (its task failed its checks) leaves the loaded model loaded`, { timeout: 90_000 }, () =>
+      withEngine({ slots: 2, maxLoadedModels: 1, keepAliveMs: 60_000, parallelMode }, async ({ engine, tiny, addModel }) => {
+        const other = addModel({ ...LMSP_TINY, name: 'other' });
+        const first = engine.acquire(tiny)!;
+        await first.load(new AbortController().signal);
+        first.release();
+        const lease = engine.acquire(other);
+        assert.ok(lease, 'a slot for the other model: lmsp-tiny is idle and may make room');
+        assert.equal(lease.needsLoad, true);
+        assert.ok(engine.isLoaded(tiny), 'nothing is unloaded before the load');
+        assert.equal(engine.acquire(tiny), null, 'lmsp-tiny takes no new work while it is to make room');
+        lease.release();
+        assert.deepEqual([...engine.loadedModelIds()], ['lmsp-tiny'], 'still loaded');
+        const again = engine.acquire(tiny);
+        assert.ok(again);
+        assert.equal(again.needsLoad, false, 'and used as it is');
+        again.release();
+        // A lease that loads makes the room it asked for.
+        const loads = engine.acquire(other)!;
+        await loads.load(new AbortController().signal);
+        assert.deepEqual([...engine.loadedModelIds()], ['other']);
+        loads.release();
+      }));
+  }
+});

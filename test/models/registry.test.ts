@@ -301,6 +301,18 @@ describe('model registry (LMSP section 5)', () => {
     assert.equal(tiny.body.status, 'incomplete', 'the service goes on');
   }));
 
+  test('a task for a model whose file is gone fails without pushing the loaded model out of memory', () => withService({}, async (service) => {
+    assert.equal((await service.client.createResponse({ model: 'lmsp-tiny', input: 'hi', max_output_tokens: 2 })).body.status, 'incomplete');
+    assert.equal((await service.client.getModel('lmsp-tiny')).loaded, true);
+    copyFileSync(tinyPath(service), join(service.dataDir, 'models', 'gone.gguf'));
+    assert.equal((await register(service, { path: 'gone.gguf', id: 'gone' })).status, 201);
+    rmSync(join(service.dataDir, 'models', 'gone.gguf'));
+    const failed = await service.client.createResponse({ model: 'gone', input: 'hi', max_output_tokens: 2 });
+    assert.equal(failed.body.error?.code, 'model_not_found');
+    // One model loaded at a time: lmsp-tiny would have made room for a load that never came.
+    assert.equal((await service.client.getModel('lmsp-tiny')).loaded, true, 'lmsp-tiny stays loaded');
+  }));
+
   test('a file deleted since it was registered shows missing at once, and ready again when it is back unchanged', () => withService({}, async (service) => {
     const path = join(service.dataDir, 'models', 'fleeting.gguf');
     copyFileSync(tinyPath(service), path);
