@@ -98,6 +98,12 @@ export class RunnerPool implements Engine {
   private embedsWaking = false;
   /** The load each runner is doing now, for the leases that find it under way. */
   private readonly loads = new Map<RunnerProcess, { model: ModelRef; done: Promise<void> }>();
+  /**
+   * An embedding that waited has gone ahead of the queued generations: the next slot freed is
+   * theirs first, so that embeddings that keep coming take turns with them instead of holding
+   * them back for as long as they come.
+   */
+  private generationsOwedTurn = false;
   private closed = false;
 
   constructor(private readonly options: RunnerPoolOptions) {}
@@ -111,7 +117,8 @@ export class RunnerPool implements Engine {
     // A woken embedding takes its slot when its promise settles (a microtask later): the
     // scheduler is told after that, or it would hand the slot to the next queued task first.
     // Until then a generation asking for a slot (the scheduler refilling the one just freed) is
-    // told there is none.
+    // told there is none. After an embedding went ahead, the scheduler is told first.
+    if (this.generationsOwedTurn) this.notifyCapacity();
     const waiters = [...this.embedWaiters];
     this.embedWaiters.clear();
     for (const waiter of waiters) waiter();
@@ -149,9 +156,11 @@ export class RunnerPool implements Engine {
     // Embeddings go ahead of queued tasks (LMSP 14): while one waits, a slot freed or a model let go
     // is kept for it. Generations that took them would keep a model it needs loaded from ever
     // loading, where `max_loaded_models` is reached and the loaded one never idles.
-    if (this.embedsWaking || this.embedWaiters.size > 0) return null;
+    if (this.embedsWaking || (this.embedWaiters.size > 0 && !this.generationsOwedTurn)) return null;
     const runner = this.pickRunner(model);
-    return runner ? this.lease(runner, model) : null;
+    if (!runner) return null;
+    this.generationsOwedTurn = false;
+    return this.lease(runner, model);
   }
 
   /** The runner a generation gets (or an embedding whose model no runner holds), or null. */
@@ -467,14 +476,19 @@ export class RunnerPool implements Engine {
    * of queued tasks.
    */
   async embed(model: ModelRef, request: EmbedRequest, signal?: AbortSignal, confirm?: LoadConfirmation): Promise<EmbedResult> {
+    let waited = false;
     for (;;) {
       if (this.closed) throw new EngineError('engine_error', 'the engine is closed');
       if (signal?.aborted) throw new GenerationCancelled('cancelled');
       const holders = this.runners.filter((runner) => sameModel(runner.model, model) && runner.alive && !runner.retiring && !runner.evicting);
       const holder = holders.find((runner) => !runner.busy) ?? holders[0];
-      if (holder) return this.embedOn(holder, model, request, signal);
+      if (holder) {
+        if (waited) this.generationsOwedTurn = true;
+        return this.embedOn(holder, model, request, signal);
+      }
       const runner = this.pickRunner(model);
       if (runner) {
+        if (waited) this.generationsOwedTurn = true;
         const lease = this.lease(runner, model);
         try {
           await lease.load(signal ?? new AbortController().signal, confirm);
@@ -483,6 +497,7 @@ export class RunnerPool implements Engine {
           lease.release();
         }
       }
+      waited = true;
       await new Promise<void>((resolve) => {
         const done = () => {
           signal?.removeEventListener('abort', done);

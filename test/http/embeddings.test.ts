@@ -205,6 +205,35 @@ describe('Embeddings API (LMSP section 14)', () => {
       assert.equal(last.started_at, null, `the last queued generation is still waiting (${last.status})`);
     }));
 
+  test('embeddings that keep coming take turns with a queued generation: they cannot hold it back for as long as they come', { timeout: 120_000 }, () =>
+    withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '10' }, args: ['--parallel', '1', '--max-loaded-models', '1'] }, async (service) => {
+      for (const id of ['a', 'b']) {
+        copyFileSync(join(service.dataDir, 'models', 'lmsp-tiny.gguf'), join(service.dataDir, 'models', `${id}.gguf`));
+        assert.equal((await api(service, '/v1/models', { method: 'POST', json: { path: `${id}.gguf`, id } })).status, 201);
+      }
+      const first = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'g', max_output_tokens: 150, background: true })).body.task.id;
+      await waitFor(async () => (await service.client.getTask(first)).status === 'running' || undefined);
+      // Two clients that embed without a pause, each with its own model: one of them is always
+      // waiting for the only slot while the other has it.
+      let done = 0;
+      let stop = false;
+      const loop = (model: string) => (async () => {
+        for (let i = 0; i < 8 && !stop; i++) {
+          const answer = await api(service, '/v1/embeddings', { method: 'POST', json: { model, input: `e${i}` } });
+          assert.equal(answer.status, 200);
+          done += 1;
+        }
+      })();
+      const loops = [loop('a'), loop('b')];
+      await waitFor(() => done >= 2 || undefined, { what: 'the embeddings to begin' });
+      const queued = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'q', max_output_tokens: 5, background: true })).body.task.id;
+      await waitFor(async () => (await service.client.getTask(queued)).started_at !== null || undefined, { timeoutMs: 60_000, what: 'the queued generation to start' });
+      const before = done;
+      stop = true;
+      await Promise.all(loops);
+      assert.ok(before < 8, `the generation started after ${before} of the embeddings, not after all of them`);
+    }));
+
   test('an embedding of a model a generation is loading runs once the load ends, beside the generation, not after it', { timeout: 120_000 }, () =>
     withService({ env: { LMSP_DEBUG_TOKEN_DELAY_MS: '20', LMSP_DEBUG_LOAD_DELAY_MS: '1000' }, args: ['--parallel', '1', '--parallel-mode', 'processes'] }, async (service) => {
       const task = (await service.client.createResponse({ model: 'lmsp-tiny', input: 'g', max_output_tokens: 400, background: true })).body.task.id;
