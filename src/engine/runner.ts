@@ -8,6 +8,7 @@ import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from 'node-llama
 import { embed, EmbeddingContexts } from './embeddings.js';
 import { Cancelled, generate, type Generation } from './generation.js';
 import { grammarFor } from './grammar-state.js';
+import { loadFailure } from './load-failure.js';
 import type { ParentMessage, RunnerMessage, RunnerModel, RunnerSettings } from './protocol.js';
 import { sleep } from '../time.js';
 import { promptLowerBound, renderPrompt } from './prompt.js';
@@ -35,30 +36,24 @@ function llama(): Promise<Llama> {
     logger: (level, message) => {
       if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) {
         process.stderr.write(`[llama.cpp] ${message}\n`);
-        loadErrors?.push(message.trim());
+        loadErrors?.push(message);
       }
     },
   });
   return llamaPromise;
 }
 
-/**
- * llama.cpp's error lines while a model loads. node-llama-cpp's own error says only "Failed to
- * load model"; these say why (a key of the wrong type, an unknown architecture), for the task's
- * error and not only the log.
- */
+/** llama.cpp's error lines while a model loads, for the error of a load it refuses. */
 let loadErrors: string[] | null = null;
 
-async function explained(work: () => Promise<LlamaModel>): Promise<LlamaModel> {
+async function explained(modelPath: string, work: () => Promise<LlamaModel>): Promise<LlamaModel> {
   loadErrors = [];
   try {
     return await work();
   } catch (error) {
     // Its log lines come through a queue of their own: those of the failure are in by the next turn.
     await new Promise((resolve) => setImmediate(resolve));
-    const reasons = [...new Set(loadErrors)].filter((line) => line !== '').slice(-3).map((line) => (line.length > 300 ? `${line.slice(0, 300)}...` : line));
-    if (reasons.length === 0) throw error;
-    throw new Error(`${(error as Error).message} (llama.cpp: ${reasons.join('; ')})`);
+    throw loadFailure(error, loadErrors, modelPath);
   } finally {
     loadErrors = null;
   }
@@ -97,7 +92,7 @@ async function loadNow(model: RunnerModel): Promise<LlamaModel> {
     loaded = null;
   }
   const engine = await llama();
-  const instance = await explained(() => engine.loadModel({ modelPath: model.path }));
+  const instance = await explained(model.path, () => engine.loadModel({ modelPath: model.path }));
   loaded = { key, model: instance };
   return instance;
 }
@@ -109,7 +104,7 @@ async function tokenizerFor(model: RunnerModel): Promise<LlamaModel> {
   let vocabulary = vocabularies.get(key);
   if (!vocabulary) {
     const engine = await llama();
-    vocabulary = await explained(() => engine.loadModel({ modelPath: model.path, vocabOnly: true }));
+    vocabulary = await explained(model.path, () => engine.loadModel({ modelPath: model.path, vocabOnly: true }));
     vocabularies.set(key, vocabulary);
     while (vocabularies.size > 2) {
       const [oldestKey, oldest] = vocabularies.entries().next().value as [string, LlamaModel];
