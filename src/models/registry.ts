@@ -145,7 +145,7 @@ export class ModelRegistry {
     // The kernel reads `..` after the links before it; a check by the text would read it before
     // them, and could register another file than the one named. A path names a file from the
     // models directory down.
-    if (path.split(/[\\/]/).includes('..')) throw invalidRequest('path', "the path must not hold '..': name the file from the models directory down");
+    if (path.split(sep === '/' ? '/' : /[\\/]/).includes('..')) throw invalidRequest('path', "the path must not hold '..': name the file from the models directory down");
     const shown = relative(folder, named) || '.';
     let resolved: string;
     try {

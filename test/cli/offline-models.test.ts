@@ -4,7 +4,7 @@
  * operator removed stays removed.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { ModelObject } from '../../src/api/types.js';
@@ -53,6 +53,30 @@ describe('lmsp models without a running service', () => {
       const missing = await runCli(['models', 'verify', 'lmsp-tiny', '--data-dir', dataDir]);
       assert.equal(missing.code, 1);
       assert.equal(missing.stderr, 'lmsp: model lmsp-tiny: its file is missing\n');
+    }));
+
+  test('lmsp models add reads a path as the kernel does, and names the model by the name given', { timeout: 60_000 }, () =>
+    withDataDir(async (dataDir) => {
+      assert.equal((await runCli(['pair', '--data-dir', dataDir])).code, 0);
+      assert.deepEqual((await listed(dataDir)).map((model) => model.id), ['lmsp-tiny'], 'the built-in model is written');
+      const models = join(dataDir, 'models');
+      mkdirSync(join(models, 'sub'));
+      copyFileSync(join(models, 'lmsp-tiny.gguf'), join(models, 'real.gguf'));
+      // `elsewhere/deep/..` is the models directory to the kernel (deep leads to models/sub), and
+      // `elsewhere` to a reading of the text, where there is no file.
+      const elsewhere = join(dataDir, 'elsewhere');
+      mkdirSync(elsewhere);
+      symlinkSync(join(models, 'sub'), join(elsewhere, 'deep'));
+      symlinkSync(join(models, 'real.gguf'), join(elsewhere, 'alias.gguf'));
+      const slash = await runCli(['models', 'add', `${join(models, 'real.gguf')}/`, '--data-dir', dataDir]);
+      assert.equal(slash.code, 1, slash.stdout);
+      assert.match(slash.stderr, /no file at .*real\.gguf\/ \(400 invalid_request\)$/m);
+      const dotted = await runCli(['models', 'add', 'deep/../real.gguf', '--id', 'dotted', '--json', '--data-dir', dataDir], { cwd: elsewhere });
+      assert.equal(dotted.code, 0, dotted.stderr);
+      assert.equal((JSON.parse(dotted.stdout) as ModelObject & { path: string }).path, realpathSync(join(models, 'real.gguf')));
+      const aliased = await runCli(['models', 'add', join(elsewhere, 'alias.gguf'), '--json', '--data-dir', dataDir]);
+      assert.equal(aliased.code, 0, aliased.stderr);
+      assert.equal((JSON.parse(aliased.stdout) as ModelObject).id, 'alias', 'named by the link given, not the file it leads to');
     }));
 
   test('lmsp-tiny removed offline is not registered again by the next command', { timeout: 60_000 }, () =>

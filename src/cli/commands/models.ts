@@ -5,12 +5,14 @@
  * registered directly by the same use case even while the service runs: the operator may name
  * any file of this machine.
  */
-import { isAbsolute, relative, resolve } from 'node:path';
+import { isAbsolute, relative, sep } from 'node:path';
 import { realpathSync } from 'node:fs';
+import { realpath } from 'node:fs/promises';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { ModelObject } from '../../api/types.js';
 import type { HashProgress } from '../../models/hashing.js';
+import { modelIdFromPath } from '../../models/registry.js';
 import { listModels, registerModel, removeModel, verifyModel, type ModelOutcome } from '../../tasks/models.js';
 import {
   action, fileSize, openOffline, printJson, type OfflineCore, serviceClient, table, withCommonOptions, type CommonOptions,
@@ -85,15 +87,19 @@ export function registerModels(program: Command): void {
   withCommonOptions(models.command('add <path>').description('register a GGUF file (hashes it; the file stays where it is)')
     .option('--id <id>', 'model id (default: from the file name)'))
     .action(action(async (path: string, options: CommonOptions & { id?: string }) => {
-      const absolute = resolve(path);
+      // Read as the kernel reads it (a `..` after a link, `file.gguf/`), then named by the name
+      // given, as the API does; a path that leads nowhere is reported as given.
+      const given = isAbsolute(path) ? path : `${process.cwd()}${sep}${path}`;
+      const absolute = await realpath(given).catch(() => given);
+      const id = options.id ?? modelIdFromPath(path);
       const client = await serviceClient(options);
       const local = await openRegistry(options);
       const progress = hashingProgress('hashing', fileSize(absolute), options.json === true);
       let model: ModelObject;
       try {
         model = client && isInside(local.config.modelsDir, absolute)
-          ? await client.registerModel(absolute, options.id)
-          : modelOf(await registerModel(local, { path: absolute, id: options.id }, { restrictToModelsDir: false, onProgress: progress.onProgress }, null));
+          ? await client.registerModel(absolute, id)
+          : modelOf(await registerModel(local, { path: absolute, id }, { restrictToModelsDir: false, onProgress: progress.onProgress }, null));
       } finally {
         progress.stop();
         await local.close();
