@@ -18,6 +18,11 @@ export interface ModelRef {
   digest: string;
 }
 
+/** A registered model as the engine knows it, and no more (it goes to runner processes as it is). */
+export function modelRefOf(model: ModelRef): ModelRef {
+  return { id: model.id, path: model.path, digest: model.digest };
+}
+
 /** Arguments text a unit adds to tool call `index` (LMSP 6.2 `function_call_arguments.delta`). */
 export interface ToolCallDelta {
   index: number;

@@ -16,7 +16,7 @@
 import { toEmbeddingList, type CreateEmbeddingBody, type EmbeddingList } from '../api/embeddings.js';
 import { ServiceError, invalidRequest, modelFaultError } from '../domain/errors.js';
 import type { Model } from '../domain/models.js';
-import { EngineError, EngineInputError, MAX_EMBEDDING_INPUTS, type EmbeddingInput } from '../engine/engine.js';
+import { EngineError, EngineInputError, MAX_EMBEDDING_INPUTS, modelRefOf, type EmbeddingInput } from '../engine/engine.js';
 import type { IdempotencyKey, StoredAnswer } from '../store/index.js';
 import type { TaskCore } from './core.js';
 import { withoutPaths } from './scheduler.js';
@@ -98,13 +98,13 @@ async function compute(core: Pick<TaskCore, 'registry' | 'engine'>, model: Model
     const loaded = core.engine.isLoaded(model);
     if (loaded) await core.registry.checkLoaded(model.id);
     const verified = loaded ? null : await core.registry.checkBeforeLoad(model.id);
-    const result = await core.engine.embed({ id: model.id, path: model.path, digest: model.digest },
+    const result = await core.engine.embed(modelRefOf(model),
       { inputs, ...(body.dimensions != null ? { dimensions: body.dimensions } : {}) }, signal,
       verified ? core.registry.confirmUnchanged(verified) : undefined);
     return toEmbeddingList(model.id, result, body.encoding_format ?? 'float');
   } catch (error) {
     // As after a generation: a model whose file no longer matches its digest is not kept loaded.
-    if (error instanceof EngineError && error.code === 'model_digest_mismatch') core.engine.unloadModel({ id: model.id, path: model.path, digest: model.digest });
+    if (error instanceof EngineError && error.code === 'model_digest_mismatch') core.engine.unloadModel(modelRefOf(model));
     throw toServiceError(error, single);
   }
 }

@@ -12,7 +12,7 @@ import type { Client } from '../domain/clients.js';
 import { ServiceError, invalidRequest } from '../domain/errors.js';
 import type { Task } from '../domain/tasks.js';
 import { checkSchemaSupported, checkToolsSupported, formatBesideCalls } from '../engine/grammar/constraint.js';
-import type { TokenCount } from '../engine/engine.js';
+import { modelRefOf, type TokenCount } from '../engine/engine.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newChatCompletionId } from '../ids.js';
 import { nowSeconds } from '../time.js';
@@ -251,7 +251,7 @@ export async function prepareChatCompletion(core: Pick<TaskCore, 'registry' | 'e
   if (bound + maxCompletionTokens > contextLength) {
     let count: TokenCount | null = null;
     try {
-      count = await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, plan.messages, plan.tools);
+      count = await engine.countTokens(modelRefOf(model), plan.messages, plan.tools);
     } catch {
       // The engine cannot tell now (model unreadable, runner down): the task checks it again.
     }

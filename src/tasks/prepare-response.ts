@@ -9,7 +9,7 @@ import { ServiceError, invalidRequest } from '../domain/errors.js';
 import { promptMessages, type ChatMessage, type InputItem, type StoredResponse } from '../domain/responses.js';
 import { checkCallsAnswered, conversationWith, itemStatus, normalizeInput, previousTurn } from './response-input.js';
 import { isFinal, type RestartPolicy, type Task } from '../domain/tasks.js';
-import type { TokenCount } from '../engine/engine.js';
+import { modelRefOf, type TokenCount } from '../engine/engine.js';
 import { randomSeed } from '../engine/sampling.js';
 import { newId } from '../ids.js';
 import { nowSeconds } from '../time.js';
@@ -149,7 +149,7 @@ export async function prepareResponse(core: Pick<TaskCore, 'store' | 'registry' 
   if (bound + maxOutputTokens > contextLength) {
     const count = async (candidate: typeof messages): Promise<TokenCount | null> => {
       try {
-        return await engine.countTokens({ id: model.id, path: model.path, digest: model.digest }, candidate, tooling.tools?.map(toToolDefinition));
+        return await engine.countTokens(modelRefOf(model), candidate, tooling.tools?.map(toToolDefinition));
       } catch {
         // The engine cannot tell now (model unreadable, runner down): the task checks it again.
         return null;

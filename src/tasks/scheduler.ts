@@ -9,7 +9,7 @@
  * runner process, the way it takes up tasks resumed or left queued at startup.
  */
 import { isStorageUnavailable } from '../domain/errors.js';
-import { EngineError, EngineExited, GenerationCancelled, type Engine, type EngineLease, type ModelRef, type OutputUnit } from '../engine/engine.js';
+import { EngineError, EngineExited, GenerationCancelled, type Engine, type EngineLease, modelRefOf, type ModelRef, type OutputUnit } from '../engine/engine.js';
 import type { GeneratedToolCall } from '../engine/types.js';
 import type { Store } from '../store/index.js';
 import type { RecoveryOutcome, Task } from '../domain/tasks.js';
@@ -169,15 +169,15 @@ export class Scheduler {
       const task = this.store.tasks.nextResumed(this.claims.keys()) ?? this.queue.next(this.claims.keys());
       if (!task) return;
       const model = this.core.registry.get(task.model);
-      const lease = model ? this.engine.acquire({ id: model.id, path: model.path, digest: model.digest }) : null;
-      if (model && !lease) return; // no capacity for this model yet: FIFO, so wait
+      const ref = model ? modelRefOf(model) : null;
+      const lease = ref ? this.engine.acquire(ref) : null;
+      if (ref && !lease) return; // no capacity for this model yet: FIFO, so wait
       const queue = this.queue;
       queue.served(task.clientId);
       const abort = new AbortController();
       const claim: Claim = { abort, done: Promise.resolve() };
       this.claims.set(task.id, claim);
       let requeued = false;
-      const ref = model ? { id: model.id, path: model.path, digest: model.digest } : null;
       claim.done = this.run(task, lease && ref ? { lease, model: ref } : null, abort).then((again) => {
         requeued = again;
       }).finally(() => {
